@@ -1,0 +1,194 @@
+"""List-then-watch informer over raw watch streams, with a local cache.
+
+The loop is the one client-go's reflector runs:
+  1. list, replace the cache (telling handlers what changed while we were not watching),
+  2. watch from the list's resourceVersion, applying each event to the cache,
+  3. when the stream ends or breaks, resume watching from the last resourceVersion seen
+     (bookmarks advance it without carrying an object), with backoff on errors,
+  4. when the apiserver answers 410 Gone, that resourceVersion is compacted away: relist.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+import structlog
+
+from .kube import ApiError, KubeClient
+from .resources import ResourceType, object_key
+
+Obj = dict[str, Any]
+log = structlog.get_logger("informer")
+
+ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
+
+
+@dataclass(frozen=True)
+class Event:
+    type: str
+    obj: Obj
+    old: Obj | None = None
+
+
+Handler = Callable[[Event], None]
+
+
+class Store:
+    """Objects of one type by namespace and name; what reconcilers read instead of the API."""
+
+    def __init__(self) -> None:
+        self._by_ns: dict[str, dict[str, Obj]] = {}
+        self._count = 0
+
+    def get(self, namespace: str, name: str) -> Obj | None:
+        return self._by_ns.get(namespace, {}).get(name)
+
+    def list(self, namespace: str | None = None) -> list[Obj]:
+        if namespace is not None:
+            return list(self._by_ns.get(namespace, {}).values())
+        return [o for bucket in self._by_ns.values() for o in bucket.values()]
+
+    def __len__(self) -> int:
+        return self._count
+
+    def put(self, obj: Obj) -> Obj | None:
+        ns, name = object_key(obj)
+        bucket = self._by_ns.setdefault(ns, {})
+        old = bucket.get(name)
+        bucket[name] = obj
+        self._count += old is None
+        return old
+
+    def remove(self, obj: Obj) -> Obj | None:
+        ns, name = object_key(obj)
+        old = self._by_ns.get(ns, {}).pop(name, None)
+        self._count -= old is not None
+        return old
+
+
+def resource_version(obj: Obj) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion", ""))
+
+
+class _Expired(Exception):
+    """The resourceVersion we watch from is gone: relist."""
+
+
+class Informer:
+    def __init__(
+        self,
+        client: KubeClient,
+        rt: ResourceType,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        watch_timeout: int = 300,
+        min_backoff: float = 0.2,
+        max_backoff: float = 30.0,
+    ) -> None:
+        self.client = client
+        self.rt = rt
+        self.namespace = namespace
+        self.label_selector = label_selector
+        self.watch_timeout = watch_timeout
+        self.min_backoff = min_backoff
+        self.max_backoff = max_backoff
+        self.store = Store()
+        self.handlers: list[Handler] = []
+        self.synced = asyncio.Event()
+        self.last_rv = ""
+        # Counters that tests and benchmarks read: how often the loop had to start over.
+        self.lists = 0
+        self.watches = 0
+        self.log = log.bind(resource=rt.plural)
+
+    def add_handler(self, handler: Handler) -> None:
+        self.handlers.append(handler)
+
+    def _dispatch(self, event: Event) -> None:
+        for handler in self.handlers:
+            try:
+                handler(event)
+            except Exception:  # a broken mapper must not stop the watch
+                self.log.exception("event handler failed", event=event.type)
+
+    async def run(self) -> None:
+        backoff = self.min_backoff
+        need_list = True
+        while True:
+            try:
+                if need_list:
+                    await self._list()
+                    need_list = False
+                await self._watch()
+                backoff = self.min_backoff  # a stream that ended cleanly: resume at once
+            except _Expired:
+                self.log.info("resourceVersion expired, relisting", rv=self.last_rv)
+                need_list = True
+            except asyncio.CancelledError:
+                raise
+            except ApiError as e:
+                if e.gone:
+                    need_list = True
+                    continue
+                self.log.warning("watch failed", status=e.status, error=e.message)
+                backoff = await self._sleep(backoff)
+            except (aiohttp.ClientError, TimeoutError, ConnectionError, ValueError) as e:
+                self.log.warning("watch connection lost", error=repr(e), rv=self.last_rv)
+                backoff = await self._sleep(backoff)
+
+    async def _sleep(self, backoff: float) -> float:
+        await asyncio.sleep(backoff * (0.5 + random.random() / 2))
+        return min(backoff * 2, self.max_backoff)
+
+    async def _list(self) -> None:
+        items, rv = await self.client.list(
+            self.rt, self.namespace, label_selector=self.label_selector
+        )
+        self.lists += 1
+        fresh = {object_key(o): o for o in items}
+        # Objects deleted while we were not watching: their DELETED event was never seen.
+        for old in self.store.list():
+            if object_key(old) not in fresh:
+                self.store.remove(old)
+                self._dispatch(Event(DELETED, old))
+        for obj in items:
+            old = self.store.put(obj)
+            if old is None:
+                self._dispatch(Event(ADDED, obj))
+            elif resource_version(old) != resource_version(obj):
+                self._dispatch(Event(MODIFIED, obj, old))
+        self.last_rv = rv
+        self.synced.set()
+
+    async def _watch(self) -> None:
+        self.watches += 1
+        stream = self.client.watch(
+            self.rt,
+            self.last_rv,
+            self.namespace,
+            label_selector=self.label_selector,
+            timeout_seconds=self.watch_timeout,
+        )
+        async for raw in stream:
+            type_, obj = raw.get("type"), raw.get("object") or {}
+            if type_ == "ERROR":
+                if obj.get("code") == 410:
+                    raise _Expired()
+                raise ApiError(int(obj.get("code") or 500), str(obj.get("reason", "")),
+                               str(obj.get("message", "watch error")))
+            if type_ == "BOOKMARK":
+                self.last_rv = resource_version(obj) or self.last_rv
+                continue
+            if type_ in (ADDED, MODIFIED):
+                old = self.store.put(obj)
+                self._dispatch(Event(MODIFIED if old else ADDED, obj, old))
+            elif type_ == DELETED:
+                old = self.store.remove(obj)
+                self._dispatch(Event(DELETED, obj, old))
+            self.last_rv = resource_version(obj) or self.last_rv

@@ -1,0 +1,256 @@
+"""The manager: informers feed one shared rate-limited queue, workers run the reconcilers.
+
+    watch streams ──> informer caches ──> event mappers ──> RateLimitingQueue
+                                                                  │
+                     reconcile(Request) <── worker pool <─────────┘
+                     success: forget · error: add_rate_limited · requeue_after: add_after
+
+Each reconciler is its own unit (its name, its watches, its reconcile); the queue
+and the workers are shared, one worker per key at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import structlog
+from aiohttp import web
+
+from metrics import ControllerMetrics
+from reconcilers.context import Context
+from reconcilers.gpuquota import GPUQuotaReconciler
+from reconcilers.inferenceservice import InferenceServiceReconciler
+from reconcilers.model import ModelReconciler
+
+from . import health
+from .cache import Cache
+from .informer import Event, Informer
+from .kube import ApiError, KubeClient
+from .leaderelection import LeaderElector
+from .reconcile import Reconciler, Request, Watch
+from .workqueue import QueueShutDown, RateLimitingQueue
+
+log = structlog.get_logger("manager")
+ReconcilerFactory = Callable[[Context], Reconciler]
+DEFAULT_RECONCILERS: tuple[ReconcilerFactory, ...] = (
+    ModelReconciler,
+    InferenceServiceReconciler,
+    GPUQuotaReconciler,
+)
+
+
+@dataclass
+class ManagerConfig:
+    namespace: str | None = None  # watch one namespace; None for all
+    workers: int = 4
+    http_host: str = "0.0.0.0"
+    http_port: int | None = 8080  # None: no health/metrics server
+    leader_election: bool = False
+    lease_namespace: str = "llmkube-system"
+    lease_name: str = "llmkube-controller"
+    identity: str = socket.gethostname()
+    watch_timeout: int = 300
+    reconcile_timeout: float = 120.0
+
+
+class Manager:
+    def __init__(
+        self,
+        client: KubeClient,
+        config: ManagerConfig | None = None,
+        *,
+        metrics: ControllerMetrics | None = None,
+        reconcilers: Sequence[ReconcilerFactory] = DEFAULT_RECONCILERS,
+    ) -> None:
+        self.client = client
+        self.config = config or ManagerConfig()
+        self.metrics = metrics or ControllerMetrics()
+        self.cache = Cache()
+        self.queue: RateLimitingQueue[Request] = RateLimitingQueue(
+            "llmkube", metrics=self.metrics.workqueue, controller_of=lambda r: r.controller
+        )
+        self.ctx = Context.create(client, self.cache)
+        self.reconcilers: dict[str, Reconciler] = {}
+        for factory in reconcilers:
+            reconciler = factory(self.ctx)
+            self.reconcilers[reconciler.name] = reconciler
+            for watch in reconciler.watches():
+                self._watch(watch)
+        self.elector: LeaderElector | None = None
+        if self.config.leader_election:
+            self.elector = LeaderElector(
+                client, self.config.lease_namespace, self.config.lease_name,
+                self.config.identity, on_change=self._leadership_changed,
+            )
+        self.http_port: int | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._workers: list[asyncio.Task[None]] = []
+        self._runner: web.AppRunner | None = None
+        self._stopped = asyncio.Event()
+
+    # -- wiring ------------------------------------------------------------------
+
+    def _watch(self, watch: Watch) -> None:
+        informer = self.cache.informers.get(watch.resource)
+        if informer is None:
+            informer = Informer(
+                self.client, watch.resource, namespace=self.config.namespace,
+                label_selector=watch.label_selector, watch_timeout=self.config.watch_timeout,
+            )
+            self.cache.add(informer)
+        elif informer.label_selector != watch.label_selector:
+            raise ValueError(f"conflicting label selectors for {watch.resource.plural}")
+
+        def enqueue(event: Event) -> None:
+            for request in watch.map(event):
+                self.queue.add(request)
+
+        informer.add_handler(enqueue)
+
+    def _leadership_changed(self, leading: bool) -> None:
+        self.metrics.reconcile.leader.labels(self.config.lease_name).set(1 if leading else 0)
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start serving probes, syncing caches and (once leading) reconciling."""
+        if self.config.http_port is not None:
+            app = health.make_app(
+                self.metrics.registry, alive=self._alive, ready=self.cache.synced
+            )
+            self._runner, self.http_port = await health.serve(
+                app, self.config.http_host, self.config.http_port
+            )
+        for informer in self.cache.informers.values():
+            self._tasks.append(asyncio.create_task(informer.run(), name=informer.rt.plural))
+        self._tasks.append(asyncio.create_task(self._run_workers(), name="workers"))
+
+    async def _run_workers(self) -> None:
+        await asyncio.gather(*(i.synced.wait() for i in self.cache.informers.values()))
+        log.info("caches synced", resources=len(self.cache.informers))
+        if self.elector is not None:
+            self._tasks.append(asyncio.create_task(self.elector.run(), name="leader"))
+            await self.elector.leading.wait()
+            self._tasks.append(asyncio.create_task(self._stop_when_lost(), name="lost"))
+        for name in self.reconcilers:
+            self.metrics.reconcile.max_concurrent.labels(name).set(self.config.workers)
+        self._workers = [
+            asyncio.create_task(self._worker(), name=f"worker-{i}")
+            for i in range(self.config.workers)
+        ]
+
+    async def _stop_when_lost(self) -> None:
+        assert self.elector is not None
+        await self.elector.lost.wait()
+        # Another replica may already be reconciling: stop at once, as controller-runtime.
+        await self.stop()
+
+    def _alive(self) -> bool:
+        return not any(t.done() for t in self._tasks if t.get_name() != "workers")
+
+    async def wait_synced(self, timeout: float = 30.0) -> None:
+        await asyncio.wait_for(
+            asyncio.gather(*(i.synced.wait() for i in self.cache.informers.values())), timeout
+        )
+
+    async def run(self) -> None:
+        await self.start()
+        await self._stopped.wait()
+
+    async def stop(self) -> None:
+        if self._stopped.is_set():
+            return
+        self._stopped.set()
+        self.queue.shutdown()
+        current = asyncio.current_task()
+        for task in [*self._workers, *self._tasks]:
+            if task is not current:
+                task.cancel()
+        await asyncio.gather(
+            *(t for t in [*self._workers, *self._tasks] if t is not current),
+            return_exceptions=True,
+        )
+        if self.elector is not None:
+            await self.elector.release()
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    # -- workers -------------------------------------------------------------------
+
+    async def _worker(self) -> None:
+        while True:
+            try:
+                request = await self.queue.get()
+            except QueueShutDown:
+                return
+            try:
+                await self.process(request)
+            finally:
+                self.queue.done(request)
+
+    async def process(self, request: Request) -> None:
+        reconciler = self.reconcilers.get(request.controller)
+        if reconciler is None:
+            log.error("no reconciler for request", request=str(request))
+            return
+        m = self.metrics.reconcile
+        name = request.controller
+        m.active_workers.labels(name).inc()
+        started = time.monotonic()
+        with structlog.contextvars.bound_contextvars(
+            controller=name, namespace=request.namespace, name=request.name
+        ):
+            try:
+                result = await asyncio.wait_for(
+                    reconciler.reconcile(request), self.config.reconcile_timeout
+                )
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                m.errors.labels(name).inc()
+                m.total.labels(name, "error").inc()
+                if isinstance(e, ApiError | OSError | TimeoutError):
+                    log.warning("reconcile failed, retrying", error=str(e) or repr(e),
+                                retries=self.queue.num_requeues(request))
+                else:  # a bug, not the weather: keep the stack trace
+                    m.panics.labels(name).inc()
+                    log.exception("reconcile raised", retries=self.queue.num_requeues(request))
+                self.queue.add_rate_limited(request)
+            else:
+                self.queue.forget(request)
+                if result.requeue_after > 0:
+                    m.total.labels(name, "requeue_after").inc()
+                    self.queue.add_after(request, result.requeue_after)
+                else:
+                    m.total.labels(name, "success").inc()
+            finally:
+                m.duration.labels(name).observe(time.monotonic() - started)
+                m.active_workers.labels(name).dec()
+
+    async def wait_idle(self, timeout: float = 30.0, settle: float = 0.1) -> None:
+        """Until the queue has been empty and no worker busy for `settle` seconds."""
+        deadline = time.monotonic() + timeout
+        quiet_since: float | None = None
+        while time.monotonic() < deadline:
+            if len(self.queue) == 0 and self.queue.processing == 0:
+                quiet_since = quiet_since or time.monotonic()
+                if time.monotonic() - quiet_since >= settle:
+                    return
+            else:
+                quiet_since = None
+            await asyncio.sleep(0.01)
+        raise TimeoutError("controller did not become idle")
+
+
+@contextlib.asynccontextmanager
+async def running(manager: Manager):  # type: ignore[no-untyped-def]
+    await manager.start()
+    try:
+        yield manager
+    finally:
+        await manager.stop()

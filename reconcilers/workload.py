@@ -1,0 +1,191 @@
+"""The serving workload of an InferenceService: Deployment (or pinned member Pods) and Service.
+
+Pure functions from the specs to the objects the reconciler makes exist.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from typing import Any
+from urllib.parse import urlparse
+
+from controller.resources import INFERENCE_SERVICE
+
+from .gpu import GPUAttachment, gpu_attachment
+from .runtimes import RuntimeCommand, runtime_command
+from .spec import InferenceServiceSpec, ModelSpec
+
+Obj = dict[str, Any]
+MANAGED_BY = "app.kubernetes.io/managed-by"
+MANAGER = "llmkube"
+SERVICE_LABEL = "inference.llmkube.dev/inferenceservice"
+MODEL_LABEL = "inference.llmkube.dev/model"
+MEMBER_LABEL = "inference.llmkube.dev/member"
+MODEL_DIR = "/models"
+LOADER_IMAGE = "curlimages/curl:8.10.1"
+CONTAINER = "inference"
+
+
+def owner_reference(isvc: Obj) -> Obj:
+    meta = isvc["metadata"]
+    return {
+        "apiVersion": INFERENCE_SERVICE.api_version,
+        "kind": INFERENCE_SERVICE.kind,
+        "name": meta["name"],
+        "uid": meta["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def labels(isvc: Obj, model_name: str) -> dict[str, str]:
+    name = isvc["metadata"]["name"]
+    return {
+        MANAGED_BY: MANAGER,
+        "app.kubernetes.io/name": "llmkube-inference",
+        "app.kubernetes.io/instance": name,
+        SERVICE_LABEL: name,
+        MODEL_LABEL: model_name,
+    }
+
+
+def _metadata(isvc: Obj, name: str, model_name: str) -> Obj:
+    return {
+        "name": name,
+        "namespace": isvc["metadata"]["namespace"],
+        "labels": labels(isvc, model_name),
+        "ownerReferences": [owner_reference(isvc)],
+    }
+
+
+def model_location(model: ModelSpec) -> tuple[str, Obj | None]:
+    """What the runtime loads, and the init container that downloads it when it is a URL."""
+    url = urlparse(model.source)
+    if url.scheme not in ("http", "https"):
+        return model.source, None  # a hub repository id or a path inside the image
+    filename = posixpath.basename(url.path) or "model"
+    path = f"{MODEL_DIR}/{filename}"
+    loader = {
+        "name": "model-loader",
+        "image": LOADER_IMAGE,
+        "command": ["sh", "-c", 'test -s "$0" || curl -fL --retry 5 -o "$0.part" "$1" '
+                    '&& mv "$0.part" "$0"', path, model.source],
+        "volumeMounts": [{"name": "models", "mountPath": MODEL_DIR}],
+    }
+    return path, loader
+
+
+def _container(
+    rt: RuntimeCommand, service: InferenceServiceSpec, attach: GPUAttachment
+) -> Obj:
+    resources: Obj = {}
+    requests = {k: v for k, v in (("cpu", service.cpu), ("memory", service.memory)) if v}
+    if requests:
+        resources["requests"] = dict(requests)
+    limits = dict(attach.limits)
+    if service.memory:
+        limits["memory"] = service.memory
+    if limits:
+        resources["limits"] = limits
+    if attach.container_claims:
+        resources["claims"] = list(attach.container_claims)
+    container: Obj = {
+        "name": CONTAINER,
+        "image": rt.image,
+        "args": rt.args,
+        "ports": [{"name": "http", "containerPort": rt.port, "protocol": "TCP"}],
+        "resources": resources,
+        "volumeMounts": [{"name": "models", "mountPath": MODEL_DIR}],
+        "readinessProbe": {
+            "httpGet": {"path": rt.health_path, "port": "http"},
+            "periodSeconds": 10,
+            "failureThreshold": 3,
+        },
+        "startupProbe": {
+            "httpGet": {"path": rt.health_path, "port": "http"},
+            "periodSeconds": 10,
+            "failureThreshold": 180,  # large models take minutes to load
+        },
+    }
+    if rt.command:
+        container["command"] = rt.command
+    return container
+
+
+def pod_spec(isvc: Obj, service: InferenceServiceSpec, model: ModelSpec, model_name: str) -> Obj:
+    model_arg, loader = model_location(model)
+    rt = runtime_command(service, model, model_arg, served_name=model_name)
+    attach = gpu_attachment(model, service)
+    spec: Obj = {
+        "containers": [_container(rt, service, attach)],
+        "volumes": [{"name": "models", "emptyDir": {}}],
+    }
+    if loader:
+        spec["initContainers"] = [loader]
+    if attach.pod_claims:
+        spec["resourceClaims"] = list(attach.pod_claims)
+    return spec
+
+
+def build_deployment(
+    isvc: Obj, service: InferenceServiceSpec, model: ModelSpec, model_name: str, replicas: int
+) -> Obj:
+    name = isvc["metadata"]["name"]
+    pod_labels = labels(isvc, model_name)
+    # GPU pods hold devices: a surge pod would wait for GPUs the old pod still holds.
+    strategy = {"type": "Recreate"} if model.is_gpu_model else {"type": "RollingUpdate"}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": _metadata(isvc, name, model_name),
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {SERVICE_LABEL: name}},
+            "strategy": strategy,
+            "template": {
+                "metadata": {"labels": pod_labels},
+                "spec": pod_spec(isvc, service, model, model_name),
+            },
+        },
+    }
+
+
+def build_member_pods(
+    isvc: Obj, service: InferenceServiceSpec, model: ModelSpec, model_name: str, replicas: int
+) -> list[Obj]:
+    """multiNode: one pod per listed node, pinned with nodeName (device-plugin GPUs only)."""
+    if replicas == 0:
+        return []
+    name = isvc["metadata"]["name"]
+    nodes = model.multi_node_nodes
+    leader = f"{name}-0.{name}.{isvc['metadata']['namespace']}.svc"
+    pods = []
+    for rank, node in enumerate(nodes):
+        spec = pod_spec(isvc, service, model, model_name)
+        spec["nodeName"] = node
+        spec["hostname"] = f"{name}-{rank}"
+        spec["subdomain"] = name
+        spec["restartPolicy"] = "Always"
+        spec["containers"][0]["env"] = [
+            {"name": "LLMKUBE_NODE_RANK", "value": str(rank)},
+            {"name": "LLMKUBE_WORLD_SIZE", "value": str(len(nodes))},
+            {"name": "LLMKUBE_LEADER_ADDRESS", "value": leader},
+        ]
+        meta = _metadata(isvc, f"{name}-{rank}", model_name)
+        meta["labels"][MEMBER_LABEL] = str(rank)
+        pods.append({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec})
+    return pods
+
+
+def build_service(isvc: Obj, model_name: str, port: int) -> Obj:
+    name = isvc["metadata"]["name"]
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _metadata(isvc, name, model_name),
+        "spec": {
+            "selector": {SERVICE_LABEL: name},
+            "ports": [{"name": "http", "port": port, "targetPort": "http", "protocol": "TCP"}],
+            "type": "ClusterIP",
+        },
+    }

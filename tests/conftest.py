@@ -1,0 +1,69 @@
+"""Fixtures: a real test API server process, a client with the CRDs installed, a controller."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
+
+import pytest
+
+from controller import logging as log_setup
+from controller.kube import KubeClient
+from controller.manager import Manager, ManagerConfig
+from controller.manifests import install_crds
+
+from .apiserver import ApiServerProcess
+
+T = TypeVar("T")
+log_setup.configure("warning")
+
+
+@pytest.fixture
+async def apiserver() -> AsyncIterator[ApiServerProcess]:
+    server = await ApiServerProcess.start("--bookmark-interval", "0.2")
+    yield server
+    await server.stop()
+
+
+@pytest.fixture
+async def kube(apiserver: ApiServerProcess) -> AsyncIterator[KubeClient]:
+    client = await KubeClient.connect(apiserver.url)
+    await install_crds(client)
+    yield client
+    await client.close()
+
+
+def manager_for(client: KubeClient, **overrides: Any) -> Manager:
+    config = ManagerConfig(http_port=0, http_host="127.0.0.1", workers=2, watch_timeout=30)
+    for key, value in overrides.items():
+        setattr(config, key, value)
+    return Manager(client, config)
+
+
+@pytest.fixture
+async def controller(kube: KubeClient) -> AsyncIterator[Manager]:
+    manager = manager_for(kube)
+    await manager.start()
+    await manager.wait_synced()
+    yield manager
+    await manager.stop()
+
+
+async def eventually(
+    probe: Callable[[], Awaitable[T | None]], timeout: float = 10.0, what: str = "condition"
+) -> T:
+    """Poll probe until it returns something truthy; fail with what it last saw."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            last = await probe()
+        except AssertionError as e:
+            last = e
+        else:
+            if last:
+                return last
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}; last: {last!r}")

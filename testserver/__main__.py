@@ -1,0 +1,42 @@
+"""Run the test API server: `python -m testserver --port 0` prints the URL it serves."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+
+from aiohttp import web
+
+from .app import make_app
+
+
+async def serve(host: str, port: int, bookmark_interval: float, history: int) -> None:
+    app = make_app(bookmark_interval=bookmark_interval, history=history)
+    runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=0.5)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    await site.start()
+    bound = runner.addresses[0][1]
+    print(f"LISTENING http://{host}:{bound}", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    await runner.cleanup()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--bookmark-interval", type=float, default=1.0)
+    parser.add_argument("--history", type=int, default=10_000,
+                        help="watch events kept; older resourceVersions answer 410 Gone")
+    args = parser.parse_args()
+    asyncio.run(serve(args.host, args.port, args.bookmark_interval, args.history))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,69 @@
+"""Injected faults and a request log, driven by tests over HTTP."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class FaultRule:
+    """Match requests by method, path regex and whether they watch; then misbehave.
+
+    status: answer with this HTTP error instead of serving the request.
+    delay: sleep this many seconds first (a slow apiserver; past a client's timeout, a timeout).
+    cut_after: on a watch, close the stream after this many events (a cut connection).
+    times: how many matching requests to affect; -1 for all.
+    """
+
+    path: str = ".*"
+    method: str | None = None
+    watch: bool | None = None
+    status: int | None = None
+    delay: float = 0.0
+    cut_after: int | None = None
+    times: int = 1
+    hits: int = 0
+    _regex: re.Pattern[str] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._regex = re.compile(self.path)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> FaultRule:
+        allowed = {"path", "method", "watch", "status", "delay", "cut_after", "times"}
+        unknown = set(data) - allowed
+        if unknown:
+            raise ValueError(f"unknown fault fields: {sorted(unknown)}")
+        return cls(**data)
+
+    def matches(self, method: str, path: str, watch: bool) -> bool:
+        if self.times == 0:
+            return False
+        if self.method and self.method.upper() != method:
+            return False
+        if self.watch is not None and self.watch != watch:
+            return False
+        return bool(self._regex.search(path))
+
+
+class FaultBook:
+    def __init__(self) -> None:
+        self.rules: list[FaultRule] = []
+        self.requests: Counter[str] = Counter()
+
+    def record(self, method: str, path: str, watch: bool) -> None:
+        verb = "WATCH" if watch else method
+        self.requests[f"{verb} {path}"] += 1
+
+    def take(self, method: str, path: str, watch: bool) -> FaultRule | None:
+        """The first matching rule, spending one of its uses."""
+        for rule in self.rules:
+            if rule.matches(method, path, watch):
+                rule.hits += 1
+                if rule.times > 0:
+                    rule.times -= 1
+                return rule
+        return None

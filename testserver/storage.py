@@ -1,0 +1,243 @@
+"""In-memory object storage with Kubernetes resourceVersion semantics.
+
+Every write gets the next global resourceVersion and is appended to a bounded event
+log; watches replay the log from a resourceVersion and then follow live writes. A
+watch from a resourceVersion older than the log keeps answers 410 Gone, exactly the
+case an informer must handle by relisting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import uuid
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from controller.resources import ResourceType
+
+Obj = dict[str, Any]
+
+
+class StorageError(Exception):
+    def __init__(self, code: int, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.reason = reason
+        self.message = message
+
+
+@dataclass
+class WatchEvent:
+    rv: int
+    type: str  # ADDED, MODIFIED, DELETED
+    resource: str  # plural.group
+    obj: Obj
+    old: Obj | None
+
+
+@dataclass(eq=False)
+class Watcher:
+    resource: str
+    namespace: str | None
+    matches: Callable[[Obj], bool]
+    queue: asyncio.Queue[WatchEvent | None] = field(default_factory=asyncio.Queue)
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def type_id(rt: ResourceType) -> str:
+    return f"{rt.plural}.{rt.group}" if rt.group else rt.plural
+
+
+def _spec_part(obj: Obj) -> Obj:
+    """What counts for metadata.generation: everything but metadata and status."""
+    return {k: v for k, v in obj.items() if k not in ("metadata", "status")}
+
+
+class Storage:
+    def __init__(self, history: int = 10_000) -> None:
+        self.rv = 0
+        self.objects: dict[str, dict[tuple[str, str], Obj]] = {}
+        self.log: deque[WatchEvent] = deque(maxlen=history)
+        # Oldest resourceVersion a watch may still start from.
+        self.compacted_rv = 0
+        self.watchers: set[Watcher] = set()
+        self.listeners: list[Callable[[WatchEvent], None]] = []
+
+    # -- reads -----------------------------------------------------------------
+
+    def get(self, rt: ResourceType, namespace: str, name: str) -> Obj:
+        obj = self.objects.get(type_id(rt), {}).get((namespace, name))
+        if obj is None:
+            raise StorageError(404, "NotFound", f'{rt.plural}.{rt.group} "{name}" not found')
+        return copy.deepcopy(obj)
+
+    def list(
+        self, rt: ResourceType, namespace: str | None, matches: Callable[[Obj], bool]
+    ) -> list[Obj]:
+        items = [
+            o
+            for (ns, _), o in sorted(self.objects.get(type_id(rt), {}).items())
+            if (namespace is None or ns == namespace) and matches(o)
+        ]
+        return copy.deepcopy(items)
+
+    # -- writes ----------------------------------------------------------------
+
+    def _next_rv(self) -> int:
+        self.rv += 1
+        return self.rv
+
+    def _emit(self, rt: ResourceType, type_: str, obj: Obj, old: Obj | None) -> None:
+        event = WatchEvent(self.rv, type_, type_id(rt), copy.deepcopy(obj), old)
+        if len(self.log) == self.log.maxlen:
+            self.compacted_rv = self.log[0].rv
+        self.log.append(event)
+        for watcher in list(self.watchers):
+            if watcher.resource == event.resource:
+                watcher.queue.put_nowait(event)
+        for listener in self.listeners:
+            listener(event)
+
+    def create(self, rt: ResourceType, namespace: str, obj: Obj) -> Obj:
+        obj = copy.deepcopy(obj)
+        meta = obj.setdefault("metadata", {})
+        if not meta.get("name"):
+            prefix = meta.get("generateName")
+            if not prefix:
+                raise StorageError(422, "Invalid", "metadata.name: Required value")
+            meta["name"] = f"{prefix}{uuid.uuid4().hex[:5]}"
+        if rt.namespaced:
+            meta["namespace"] = namespace
+        else:
+            meta.pop("namespace", None)
+        key = (namespace if rt.namespaced else "", meta["name"])
+        bucket = self.objects.setdefault(type_id(rt), {})
+        if key in bucket:
+            raise StorageError(
+                409, "AlreadyExists", f'{rt.plural}.{rt.group} "{meta["name"]}" already exists'
+            )
+        meta["uid"] = str(uuid.uuid4())
+        meta["creationTimestamp"] = now_iso()
+        meta["generation"] = 1
+        meta["resourceVersion"] = str(self._next_rv())
+        obj["apiVersion"] = rt.api_version
+        obj["kind"] = rt.kind
+        bucket[key] = obj
+        self._emit(rt, "ADDED", obj, None)
+        return copy.deepcopy(obj)
+
+    def update(
+        self,
+        rt: ResourceType,
+        namespace: str,
+        name: str,
+        new: Obj,
+        *,
+        subresource: str = "",
+        has_status: bool = True,
+    ) -> Obj:
+        """Replace an object; a stale metadata.resourceVersion answers 409 Conflict."""
+        bucket = self.objects.get(type_id(rt), {})
+        key = (namespace if rt.namespaced else "", name)
+        old = bucket.get(key)
+        if old is None:
+            raise StorageError(404, "NotFound", f'{rt.plural}.{rt.group} "{name}" not found')
+        new = copy.deepcopy(new)
+        meta = new.setdefault("metadata", {})
+        sent_rv = meta.get("resourceVersion")
+        if sent_rv and sent_rv != old["metadata"]["resourceVersion"]:
+            raise StorageError(
+                409,
+                "Conflict",
+                f'Operation cannot be fulfilled on {rt.plural}.{rt.group} "{name}": '
+                "the object has been modified; please apply your changes to the latest "
+                "version and try again",
+            )
+        if subresource == "status":
+            merged = copy.deepcopy(old)
+            merged["status"] = new.get("status", {})
+        else:
+            merged = new
+            # Immutable and server-owned metadata survive a replace.
+            for k in ("uid", "creationTimestamp", "generation", "namespace", "name"):
+                if k in old["metadata"]:
+                    meta[k] = old["metadata"][k]
+            if has_status and "status" in old:
+                merged["status"] = old["status"]
+            elif has_status:
+                merged.pop("status", None)
+            if _spec_part(merged) != _spec_part(old):
+                meta["generation"] = int(old["metadata"].get("generation", 1)) + 1
+        merged["apiVersion"] = rt.api_version
+        merged["kind"] = rt.kind
+        merged["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
+        if merged == old:
+            return copy.deepcopy(old)  # no-op writes keep their resourceVersion, as upstream
+        merged["metadata"]["resourceVersion"] = str(self._next_rv())
+        bucket[key] = merged
+        self._emit(rt, "MODIFIED", merged, old)
+        return copy.deepcopy(merged)
+
+    def delete(self, rt: ResourceType, namespace: str, name: str) -> Obj:
+        bucket = self.objects.get(type_id(rt), {})
+        key = (namespace if rt.namespaced else "", name)
+        old = bucket.pop(key, None)
+        if old is None:
+            raise StorageError(404, "NotFound", f'{rt.plural}.{rt.group} "{name}" not found')
+        old = copy.deepcopy(old)
+        old["metadata"]["resourceVersion"] = str(self._next_rv())
+        self._emit(rt, "DELETED", old, None)
+        return old
+
+    def dependents(self, uid: str) -> list[tuple[str, tuple[str, str]]]:
+        """Objects whose ownerReferences name uid, for cascading deletion."""
+        found = []
+        for tid, bucket in self.objects.items():
+            for key, obj in bucket.items():
+                refs = obj.get("metadata", {}).get("ownerReferences") or []
+                if any(r.get("uid") == uid for r in refs):
+                    found.append((tid, key))
+        return found
+
+    # -- watches ---------------------------------------------------------------
+
+    def compact(self) -> None:
+        """Forget all history: every watch resumed from an older resourceVersion gets 410."""
+        self.log.clear()
+        self.compacted_rv = self.rv
+
+    def subscribe(
+        self,
+        rt: ResourceType,
+        namespace: str | None,
+        since_rv: int,
+        matches: Callable[[Obj], bool],
+    ) -> tuple[Watcher, list[WatchEvent]]:
+        """Register a watcher and return the events after since_rv it must replay first.
+
+        Both happen without an await in between, so no write can fall in the gap.
+        """
+        if since_rv < self.compacted_rv:
+            raise StorageError(
+                410, "Expired", f"too old resource version: {since_rv} ({self.compacted_rv})"
+            )
+        watcher = Watcher(type_id(rt), namespace, matches)
+        replay = [e for e in self.log if e.rv > since_rv and e.resource == watcher.resource]
+        self.watchers.add(watcher)
+        return watcher, replay
+
+    def unsubscribe(self, watcher: Watcher) -> None:
+        self.watchers.discard(watcher)
+
+    def expire_watchers(self) -> None:
+        """End every open watch with an ERROR 410, as an apiserver does after compaction."""
+        self.compact()
+        for watcher in list(self.watchers):
+            watcher.queue.put_nowait(None)
