@@ -26,40 +26,63 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="llmkube-controller", description=__doc__)
     sub = p.add_subparsers(dest="command")
     run = sub.add_parser("run", help="reconcile Models, InferenceServices and GPUQuotas")
-    run.add_argument("--server", default=_env("SERVER", ""),
-                     help="API server URL (default: in-cluster config, then kubeconfig)")
+    run.add_argument(
+        "--server",
+        default=_env("SERVER", ""),
+        help="API server URL (default: in-cluster config, then kubeconfig)",
+    )
     run.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG"))
-    run.add_argument("--namespace", default=_env("NAMESPACE", ""),
-                     help="watch only this namespace (default: all)")
+    run.add_argument(
+        "--namespace",
+        default=_env("NAMESPACE", ""),
+        help="watch only this namespace (default: all)",
+    )
     run.add_argument("--workers", type=int, default=int(_env("WORKERS", "4")))
-    run.add_argument("--http-port", type=int, default=int(_env("HTTP_PORT", "8080")),
-                     help="port of /healthz, /readyz and /metrics")
-    run.add_argument("--leader-elect", action="store_true",
-                     default=_env("LEADER_ELECT", "false") == "true")
+    run.add_argument(
+        "--http-port",
+        type=int,
+        default=int(_env("HTTP_PORT", "8080")),
+        help="port of /healthz, /readyz and /metrics",
+    )
+    run.add_argument(
+        "--leader-elect", action="store_true", default=_env("LEADER_ELECT", "false") == "true"
+    )
     run.add_argument("--lease-namespace", default=_env("LEASE_NAMESPACE", "llmkube-system"))
     run.add_argument("--identity", default=_env("IDENTITY", socket.gethostname()))
-    run.add_argument("--webhook-port", type=int, default=int(_env("WEBHOOK_PORT", "0")),
-                     help="serve the validating webhook over TLS on this port (0: off)")
-    run.add_argument("--webhook-cert-dir", default=_env("WEBHOOK_CERT_DIR",
-                                                        "/tmp/k8s-webhook-server/serving-certs"))
+    run.add_argument(
+        "--webhook-port",
+        type=int,
+        default=int(_env("WEBHOOK_PORT", "0")),
+        help="serve the validating webhook over TLS on this port (0: off)",
+    )
+    run.add_argument(
+        "--webhook-cert-dir",
+        default=_env("WEBHOOK_CERT_DIR", "/tmp/k8s-webhook-server/serving-certs"),
+    )
     run.add_argument("--log-level", default=_env("LOG_LEVEL", "info"))
     demo = sub.add_parser("demo", help="run the seed-guide examples against the test API server")
     demo.add_argument("--log-level", default="warning")
-    demo.add_argument("--keep-running", action="store_true",
-                      help="keep the API server and controller up after the walk-through")
+    demo.add_argument(
+        "--keep-running",
+        action="store_true",
+        help="keep the API server and controller up after the walk-through",
+    )
     return p
 
 
 async def run(args: argparse.Namespace) -> int:
     client = await KubeClient.connect(args.server or None, args.kubeconfig)
-    manager = Manager(client, ManagerConfig(
-        namespace=args.namespace or None,
-        workers=args.workers,
-        http_port=args.http_port,
-        leader_election=args.leader_elect,
-        lease_namespace=args.lease_namespace,
-        identity=args.identity,
-    ))
+    manager = Manager(
+        client,
+        ManagerConfig(
+            namespace=args.namespace or None,
+            workers=args.workers,
+            http_port=args.http_port,
+            leader_election=args.leader_elect,
+            lease_namespace=args.lease_namespace,
+            identity=args.identity,
+        ),
+    )
     webhook = None
     if args.webhook_port:
         from webhook.server import start_webhook
@@ -68,8 +91,12 @@ async def run(args: argparse.Namespace) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, lambda: asyncio.ensure_future(manager.stop()))
-    log.info("starting", workers=args.workers, namespace=args.namespace or "*",
-             leader_election=args.leader_elect)
+    log.info(
+        "starting",
+        workers=args.workers,
+        namespace=args.namespace or "*",
+        leader_election=args.leader_elect,
+    )
     try:
         await manager.run()
     finally:

@@ -37,9 +37,9 @@ class EventRecorder:
         """Best effort: failing to write an Event never fails a reconcile."""
         meta = obj.get("metadata") or {}
         namespace = meta.get("namespace") or "default"
-        digest = hashlib.sha1(
-            f"{meta.get('uid')}/{type_}/{reason}/{message}".encode()
-        ).hexdigest()[:10]
+        digest = hashlib.sha1(f"{meta.get('uid')}/{type_}/{reason}/{message}".encode()).hexdigest()[
+            :10
+        ]
         name = f"{meta.get('name')}.{digest}"
         now = _now()
         if len(self._counts) > 4096:  # bound memory; a lost count only restarts folding
@@ -67,29 +67,38 @@ class EventRecorder:
             log.warning("could not record event", reason=reason, error=repr(e))
 
     async def _create(
-        self, obj: Obj, namespace: str, name: str, type_: str, reason: str, message: str,
+        self,
+        obj: Obj,
+        namespace: str,
+        name: str,
+        type_: str,
+        reason: str,
+        message: str,
         now: str,
     ) -> None:
         meta = obj.get("metadata") or {}
-        await self.client.create(EVENT, {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {"name": name, "namespace": namespace},
-            "involvedObject": {
-                "apiVersion": obj.get("apiVersion"),
-                "kind": obj.get("kind"),
-                "name": meta.get("name"),
-                "namespace": meta.get("namespace"),
-                "uid": meta.get("uid"),
-                "resourceVersion": meta.get("resourceVersion"),
+        await self.client.create(
+            EVENT,
+            {
+                "apiVersion": "v1",
+                "kind": "Event",
+                "metadata": {"name": name, "namespace": namespace},
+                "involvedObject": {
+                    "apiVersion": obj.get("apiVersion"),
+                    "kind": obj.get("kind"),
+                    "name": meta.get("name"),
+                    "namespace": meta.get("namespace"),
+                    "uid": meta.get("uid"),
+                    "resourceVersion": meta.get("resourceVersion"),
+                },
+                "type": type_,
+                "reason": reason,
+                "message": message[:1024],
+                "source": {"component": self.component, "host": self.host},
+                "reportingComponent": self.component,
+                "reportingInstance": self.host,
+                "firstTimestamp": now,
+                "lastTimestamp": now,
+                "count": 1,
             },
-            "type": type_,
-            "reason": reason,
-            "message": message[:1024],
-            "source": {"component": self.component, "host": self.host},
-            "reportingComponent": self.component,
-            "reportingInstance": self.host,
-            "firstTimestamp": now,
-            "lastTimestamp": now,
-            "count": 1,
-        })
+        )

@@ -153,16 +153,16 @@ class Informer:
         self.lists += 1
         fresh = {object_key(o): o for o in items}
         # Objects deleted while we were not watching: their DELETED event was never seen.
-        for old in self.store.list():
-            if object_key(old) not in fresh:
-                self.store.remove(old)
-                self._dispatch(Event(DELETED, old))
+        for gone in self.store.list():
+            if object_key(gone) not in fresh:
+                self.store.remove(gone)
+                self._dispatch(Event(DELETED, gone))
         for obj in items:
-            old = self.store.put(obj)
-            if old is None:
+            previous = self.store.put(obj)
+            if previous is None:
                 self._dispatch(Event(ADDED, obj))
-            elif resource_version(old) != resource_version(obj):
-                self._dispatch(Event(MODIFIED, obj, old))
+            elif resource_version(previous) != resource_version(obj):
+                self._dispatch(Event(MODIFIED, obj, previous))
         self.last_rv = rv
         self.synced.set()
 
@@ -180,8 +180,11 @@ class Informer:
             if type_ == "ERROR":
                 if obj.get("code") == 410:
                     raise _Expired()
-                raise ApiError(int(obj.get("code") or 500), str(obj.get("reason", "")),
-                               str(obj.get("message", "watch error")))
+                raise ApiError(
+                    int(obj.get("code") or 500),
+                    str(obj.get("reason", "")),
+                    str(obj.get("message", "watch error")),
+                )
             if type_ == "BOOKMARK":
                 self.last_rv = resource_version(obj) or self.last_rv
                 continue
@@ -189,6 +192,5 @@ class Informer:
                 old = self.store.put(obj)
                 self._dispatch(Event(MODIFIED if old else ADDED, obj, old))
             elif type_ == DELETED:
-                old = self.store.remove(obj)
-                self._dispatch(Event(DELETED, obj, old))
+                self._dispatch(Event(DELETED, obj, self.store.remove(obj)))
             self.last_rv = resource_version(obj) or self.last_rv

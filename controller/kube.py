@@ -69,7 +69,7 @@ class KubeClient:
                 configuration.api_key = {"BearerToken": f"Bearer {token}"}
         else:
             try:
-                k8s_config.load_incluster_config(client_configuration=configuration)
+                k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
             except k8s_config.ConfigException:
                 await k8s_config.load_kube_config(
                     config_file=kubeconfig, client_configuration=configuration
@@ -110,9 +110,7 @@ class KubeClient:
         body: Any = None,
         content_type: str = "application/json",
     ) -> Obj:
-        response = await self._send(
-            method, path, query=query, body=body, content_type=content_type
-        )
+        response = await self._send(method, path, query=query, body=body, content_type=content_type)
         async with response:
             text = await response.text()
             if response.status >= 400:

@@ -74,12 +74,15 @@ class LeaderElector:
         now = datetime.now(UTC)
         lease = await self.client.get(LEASE, self.namespace, self.name)
         if lease is None:
-            await self.client.create(LEASE, {
-                "apiVersion": "coordination.k8s.io/v1",
-                "kind": "Lease",
-                "metadata": {"name": self.name, "namespace": self.namespace},
-                "spec": self._spec(now, 0, None),
-            })
+            await self.client.create(
+                LEASE,
+                {
+                    "apiVersion": "coordination.k8s.io/v1",
+                    "kind": "Lease",
+                    "metadata": {"name": self.name, "namespace": self.namespace},
+                    "spec": self._spec(now, 0, None),
+                },
+            )
             return True
         spec = lease.get("spec") or {}
         holder = spec.get("holderIdentity") or ""

@@ -84,8 +84,11 @@ class Manager:
         self.elector: LeaderElector | None = None
         if self.config.leader_election:
             self.elector = LeaderElector(
-                client, self.config.lease_namespace, self.config.lease_name,
-                self.config.identity, on_change=self._leadership_changed,
+                client,
+                self.config.lease_namespace,
+                self.config.lease_name,
+                self.config.identity,
+                on_change=self._leadership_changed,
             )
         self.http_port: int | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -99,8 +102,11 @@ class Manager:
         informer = self.cache.informers.get(watch.resource)
         if informer is None:
             informer = Informer(
-                self.client, watch.resource, namespace=self.config.namespace,
-                label_selector=watch.label_selector, watch_timeout=self.config.watch_timeout,
+                self.client,
+                watch.resource,
+                namespace=self.config.namespace,
+                label_selector=watch.label_selector,
+                watch_timeout=self.config.watch_timeout,
             )
             self.cache.add(informer)
         elif informer.label_selector != watch.label_selector:
@@ -120,9 +126,7 @@ class Manager:
     async def start(self) -> None:
         """Start serving probes, syncing caches and (once leading) reconciling."""
         if self.config.http_port is not None:
-            app = health.make_app(
-                self.metrics.registry, alive=self._alive, ready=self.cache.synced
-            )
+            app = health.make_app(self.metrics.registry, alive=self._alive, ready=self.cache.synced)
             self._runner, self.http_port = await health.serve(
                 app, self.config.http_host, self.config.http_port
             )
@@ -215,8 +219,11 @@ class Manager:
                 m.errors.labels(name).inc()
                 m.total.labels(name, "error").inc()
                 if isinstance(e, ApiError | OSError | TimeoutError):
-                    log.warning("reconcile failed, retrying", error=str(e) or repr(e),
-                                retries=self.queue.num_requeues(request))
+                    log.warning(
+                        "reconcile failed, retrying",
+                        error=str(e) or repr(e),
+                        retries=self.queue.num_requeues(request),
+                    )
                 else:  # a bug, not the weather: keep the stack trace
                     m.panics.labels(name).inc()
                     log.exception("reconcile raised", retries=self.queue.num_requeues(request))

@@ -37,7 +37,7 @@ class ItemExponentialFailureRateLimiter:
         self._failures[item] = exponent + 1
         if exponent > 62:  # 2**exponent would overflow what the cap allows anyway
             return self.max_delay
-        return min(self.base_delay * 2**exponent, self.max_delay)
+        return float(min(self.base_delay * 2**exponent, self.max_delay))
 
     def forget(self, item: Hashable) -> None:
         self._failures.pop(item, None)

@@ -15,31 +15,41 @@ class WorkqueueMetrics:
             "workqueue_depth", "Current depth of workqueue", labels, registry=registry
         )
         self.adds = Counter(
-            "workqueue_adds", "Total number of adds handled by workqueue", labels,
+            "workqueue_adds",
+            "Total number of adds handled by workqueue",
+            labels,
             registry=registry,
         )
         self.queue_duration = Histogram(
             "workqueue_queue_duration_seconds",
             "How long in seconds an item stays in workqueue before being requested",
-            labels, buckets=DURATION_BUCKETS, registry=registry,
+            labels,
+            buckets=DURATION_BUCKETS,
+            registry=registry,
         )
         self.work_duration = Histogram(
             "workqueue_work_duration_seconds",
             "How long in seconds processing an item from workqueue takes",
-            labels, buckets=DURATION_BUCKETS, registry=registry,
+            labels,
+            buckets=DURATION_BUCKETS,
+            registry=registry,
         )
         self.unfinished_work = Gauge(
             "workqueue_unfinished_work_seconds",
             "How many seconds of work has been done that is in progress and hasn't been "
             "observed by work_duration",
-            labels, registry=registry,
+            labels,
+            registry=registry,
         )
         self.longest_running = Gauge(
             "workqueue_longest_running_processor_seconds",
             "How many seconds has the longest running processor for workqueue been running",
-            labels, registry=registry,
+            labels,
+            registry=registry,
         )
         self.retries = Counter(
-            "workqueue_retries", "Total number of retries handled by workqueue", labels,
+            "workqueue_retries",
+            "Total number of retries handled by workqueue",
+            labels,
             registry=registry,
         )

@@ -66,8 +66,9 @@ def in_sync(desired: Obj, live: Obj) -> bool:
     if annotations.get(HASH_ANNOTATION) != desired_hash(desired):
         return False
     body = {k: v for k, v in desired.items() if k not in ("metadata", "status")}
-    return contains(body, live) and contains(desired["metadata"].get("labels") or {},
-                                             (live.get("metadata") or {}).get("labels") or {})
+    return contains(body, live) and contains(
+        desired["metadata"].get("labels") or {}, (live.get("metadata") or {}).get("labels") or {}
+    )
 
 
 def _updated(live: Obj, desired: Obj, keep: tuple[str, ...]) -> Obj:

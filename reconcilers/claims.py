@@ -18,9 +18,10 @@ def missing_claims(cache: Cache, namespace: str, model: ModelSpec) -> list[str]:
     for claim in model.gpu.claims:
         if claim.claim_name and cache.get(RESOURCE_CLAIM, namespace, claim.claim_name) is None:
             missing.append(f"ResourceClaim {claim.claim_name!r}")
-        if claim.template_name and cache.get(
-            RESOURCE_CLAIM_TEMPLATE, namespace, claim.template_name
-        ) is None:
+        if (
+            claim.template_name
+            and cache.get(RESOURCE_CLAIM_TEMPLATE, namespace, claim.template_name) is None
+        ):
             missing.append(f"ResourceClaimTemplate {claim.template_name!r}")
     return missing
 

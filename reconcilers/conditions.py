@@ -53,7 +53,8 @@ def transitions(old: list[Obj], new: list[Obj]) -> list[Obj]:
     for c in new:
         before = find(old, c["type"])
         if before is None or (before.get("status"), before.get("reason")) != (
-            c["status"], c["reason"]
+            c["status"],
+            c["reason"],
         ):
             changed.append(c)
     return changed

@@ -30,7 +30,9 @@ class FieldReader:
     def child(self, key: str) -> FieldReader:
         return FieldReader(self.data.get(key), self._at(key), self.errors)
 
-    def str(self, key: str, *, required: bool = False, choices: tuple[str, ...] = ()) -> str | None:
+    def text(
+        self, key: str, *, required: bool = False, choices: tuple[str, ...] = ()
+    ) -> str | None:
         value = self.data.get(key)
         if value is None:
             if required:
@@ -44,7 +46,7 @@ class FieldReader:
             return None
         return value
 
-    def bool(self, key: str, default: bool = False) -> bool:
+    def boolean(self, key: str, default: bool = False) -> bool:
         value = self.data.get(key)
         if value is None:
             return default
@@ -53,7 +55,9 @@ class FieldReader:
             return default
         return value
 
-    def int(self, key: str, *, minimum: int | None = None, maximum: int | None = None) -> int | None:
+    def integer(
+        self, key: str, *, minimum: int | None = None, maximum: int | None = None
+    ) -> int | None:
         value = self.data.get(key)
         if value is None:
             return None
@@ -68,8 +72,14 @@ class FieldReader:
             return None
         return value
 
-    def number(self, key: str, *, above: float | None = None, maximum: float | None = None,
-               minimum: float | None = None) -> float | None:
+    def number(
+        self,
+        key: str,
+        *,
+        above: float | None = None,
+        maximum: float | None = None,
+        minimum: float | None = None,
+    ) -> float | None:
         value = self.data.get(key)
         if value is None:
             return None
@@ -87,7 +97,7 @@ class FieldReader:
             return None
         return float(value)
 
-    def str_list(self, key: str) -> tuple[str, ...]:
+    def strings(self, key: str) -> tuple[str, ...]:
         value = self.data.get(key)
         if value is None:
             return ()

@@ -51,9 +51,14 @@ class GPUQuotaReconciler:
             own = parse_gpu_quota(obj.get("spec"))
         except InvalidSpec as e:
             message = "; ".join(e.errors)
-            await self.ctx.status.write(GPU_QUOTA, obj, {}, [
-                Condition(READY, False, "InvalidSpec", message),
-            ])
+            await self.ctx.status.write(
+                GPU_QUOTA,
+                obj,
+                {},
+                [
+                    Condition(READY, False, "InvalidSpec", message),
+                ],
+            )
             return Result()
         effective, allocations = namespace_allocations(self.ctx.cache, request.namespace)
         ordered = sorted(allocations.values(), key=lambda a: a.name)
@@ -77,15 +82,22 @@ class GPUQuotaReconciler:
         }
         if requested > used:
             within = Condition(
-                WITHIN_LIMIT, False, "Exceeded",
-                f"services ask for {requested} GPUs, {used} of the limit "
-                f"{effective} are admitted",
+                WITHIN_LIMIT,
+                False,
+                "Exceeded",
+                f"services ask for {requested} GPUs, {used} of the limit {effective} are admitted",
             )
         else:
-            within = Condition(WITHIN_LIMIT, True, "WithinLimit",
-                               f"{used} of {effective} GPUs in use")
-        await self.ctx.status.write(GPU_QUOTA, obj, fields, [
-            Condition(READY, True, "Accounted", f"{len(ordered)} service(s) accounted"),
-            within,
-        ])
+            within = Condition(
+                WITHIN_LIMIT, True, "WithinLimit", f"{used} of {effective} GPUs in use"
+            )
+        await self.ctx.status.write(
+            GPU_QUOTA,
+            obj,
+            fields,
+            [
+                Condition(READY, True, "Accounted", f"{len(ordered)} service(s) accounted"),
+                within,
+            ],
+        )
         return Result()

@@ -75,8 +75,9 @@ class InferenceServiceReconciler:
             Watch(MODEL, self._using_model),
             Watch(GPU_QUOTA, self._all_in_namespace),
             Watch(RESOURCE_CLAIM, lambda e: self._using_claim(e, "resourceClaimName")),
-            Watch(RESOURCE_CLAIM_TEMPLATE,
-                  lambda e: self._using_claim(e, "resourceClaimTemplateName")),
+            Watch(
+                RESOURCE_CLAIM_TEMPLATE, lambda e: self._using_claim(e, "resourceClaimTemplateName")
+            ),
             Watch(DEPLOYMENT, self._owner, OWNED_SELECTOR),
             Watch(SERVICE, self._owner, OWNED_SELECTOR),
             Watch(POD, self._pod_owner, OWNED_SELECTOR),
@@ -110,7 +111,8 @@ class InferenceServiceReconciler:
     def _using_claim(self, event: Event, field: str) -> Iterable[Request]:
         ns, claim = object_key(event.obj)
         models = {
-            m["metadata"]["name"] for m in self.ctx.cache.list(MODEL, ns)
+            m["metadata"]["name"]
+            for m in self.ctx.cache.list(MODEL, ns)
             if names_claim(m, field, claim)
         }
         for isvc in self.ctx.cache.list(INFERENCE_SERVICE, ns):
@@ -142,31 +144,44 @@ class InferenceServiceReconciler:
             return Result()
         model_obj = self.ctx.cache.get(MODEL, request.namespace, service.model_ref)
         if model_obj is None:
-            await self._blocked(isvc, "ModelNotFound",
-                                f"Model {service.model_ref!r} not found in namespace "
-                                f"{request.namespace}")
+            await self._blocked(
+                isvc,
+                "ModelNotFound",
+                f"Model {service.model_ref!r} not found in namespace {request.namespace}",
+            )
             return Result()
         try:
             model = parse_model(model_obj.get("spec"))
         except InvalidSpec as e:
-            await self._blocked(isvc, "ModelInvalid",
-                                f"Model {service.model_ref!r} is invalid: {'; '.join(e.errors)}",
-                                phase="Failed")
+            await self._blocked(
+                isvc,
+                "ModelInvalid",
+                f"Model {service.model_ref!r} is invalid: {'; '.join(e.errors)}",
+                phase="Failed",
+            )
             return Result()
         missing = missing_claims(self.ctx.cache, request.namespace, model)
         if missing:
-            await self._blocked(isvc, "AcceleratorNotReady",
-                                f"Model {service.model_ref!r} names claims not found in "
-                                f"namespace {request.namespace}: {', '.join(missing)}")
+            await self._blocked(
+                isvc,
+                "AcceleratorNotReady",
+                f"Model {service.model_ref!r} names claims not found in "
+                f"namespace {request.namespace}: {', '.join(missing)}",
+            )
             return Result()
         return await self._serve(isvc, service, model)
 
     async def _blocked(self, isvc: Obj, reason: str, message: str, phase: str = "Pending") -> None:
         """The Model side is not ready: say so, and leave any running workload alone."""
-        await self.ctx.status.write(INFERENCE_SERVICE, isvc, {"phase": phase}, [
-            Condition(MODEL_RESOLVED, False, reason, message),
-            Condition(READY, False, reason, message),
-        ])
+        await self.ctx.status.write(
+            INFERENCE_SERVICE,
+            isvc,
+            {"phase": phase},
+            [
+                Condition(MODEL_RESOLVED, False, reason, message),
+                Condition(READY, False, reason, message),
+            ],
+        )
 
     async def _serve(self, isvc: Obj, service: InferenceServiceSpec, model: ModelSpec) -> Result:
         ns, name = object_key(isvc)
@@ -174,24 +189,38 @@ class InferenceServiceReconciler:
         allocation = allocations.get(name)
         admitted = allocation.admitted_replicas if allocation else service.replicas
         per_replica = gpus_per_replica(model, service) * members_per_replica(model)
-        conditions = [Condition(MODEL_RESOLVED, True, "Resolved",
-                                f"Model {service.model_ref!r} is valid and its accelerator "
-                                "is ready")]
+        conditions = [
+            Condition(
+                MODEL_RESOLVED,
+                True,
+                "Resolved",
+                f"Model {service.model_ref!r} is valid and its accelerator is ready",
+            )
+        ]
         if limit is None:
-            conditions.append(Condition(QUOTA_ADMITTED, True, "NoQuota",
-                                        "no GPUQuota in this namespace"))
+            conditions.append(
+                Condition(QUOTA_ADMITTED, True, "NoQuota", "no GPUQuota in this namespace")
+            )
         elif admitted < service.replicas:
-            conditions.append(Condition(
-                QUOTA_ADMITTED, False, "QuotaExceeded",
-                f"GPUQuota limit {limit} GPUs: {admitted} of {service.replicas} replicas "
-                f"admitted at {per_replica} GPU(s) each",
-            ))
+            conditions.append(
+                Condition(
+                    QUOTA_ADMITTED,
+                    False,
+                    "QuotaExceeded",
+                    f"GPUQuota limit {limit} GPUs: {admitted} of {service.replicas} replicas "
+                    f"admitted at {per_replica} GPU(s) each",
+                )
+            )
         else:
-            conditions.append(Condition(
-                QUOTA_ADMITTED, True, "WithinQuota",
-                f"{service.replicas} replica(s) at {per_replica} GPU(s) each within the "
-                f"GPUQuota limit of {limit}",
-            ))
+            conditions.append(
+                Condition(
+                    QUOTA_ADMITTED,
+                    True,
+                    "WithinQuota",
+                    f"{service.replicas} replica(s) at {per_replica} GPU(s) each within the "
+                    f"GPUQuota limit of {limit}",
+                )
+            )
         uid = isvc["metadata"]["uid"]
         model_name = service.model_ref
         try:
@@ -199,30 +228,43 @@ class InferenceServiceReconciler:
                 ready, pending = await self._ensure_members(isvc, service, model, admitted)
             else:
                 ready, pending = await self._ensure_deployment(isvc, service, model, admitted)
-            await ensure(self.ctx.client, self.ctx.cache, SERVICE,
-                         build_service(isvc, model_name, PORTS[service.runtime]), uid,
-                         keep=("clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"))
+            await ensure(
+                self.ctx.client,
+                self.ctx.cache,
+                SERVICE,
+                build_service(isvc, model_name, PORTS[service.runtime]),
+                uid,
+                keep=("clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"),
+            )
         except NotOwned as e:
-            conditions += [Condition(WORKLOAD_READY, False, "WorkloadConflict", str(e)),
-                           Condition(READY, False, "WorkloadConflict", str(e))]
+            conditions += [
+                Condition(WORKLOAD_READY, False, "WorkloadConflict", str(e)),
+                Condition(READY, False, "WorkloadConflict", str(e)),
+            ]
             await self._write(isvc, service, model, admitted, 0, conditions, "Failed")
             return Result(requeue_after=NOT_OWNED_RECHECK)
         wanted = admitted if not model.multi_node else admitted and 1
         if wanted == 0:
             reason = "ScaledToZero" if service.replicas == 0 else "QuotaExceeded"
-            conditions += [Condition(WORKLOAD_READY, False, reason, "no replicas admitted"),
-                           Condition(READY, False, reason, "no replicas are running")]
+            conditions += [
+                Condition(WORKLOAD_READY, False, reason, "no replicas admitted"),
+                Condition(READY, False, reason, "no replicas are running"),
+            ]
             phase = "Idle" if service.replicas == 0 else "Pending"
         elif ready >= wanted:
             message = f"{ready}/{wanted} replicas ready"
-            conditions += [Condition(WORKLOAD_READY, True, "Available", message),
-                           Condition(READY, True, "Serving", message)]
+            conditions += [
+                Condition(WORKLOAD_READY, True, "Available", message),
+                Condition(READY, True, "Serving", message),
+            ]
             phase = "Ready"
         else:
             message = f"{ready}/{wanted} replicas ready" + (f"; {pending}" if pending else "")
             reason = "Unschedulable" if pending else "Progressing"
-            conditions += [Condition(WORKLOAD_READY, False, reason, message),
-                           Condition(READY, False, reason, message)]
+            conditions += [
+                Condition(WORKLOAD_READY, False, reason, message),
+                Condition(READY, False, reason, message),
+            ]
             phase = "Progressing"
         await self._write(isvc, service, model, admitted, ready, conditions, phase)
         return Result()
@@ -231,8 +273,9 @@ class InferenceServiceReconciler:
         self, isvc: Obj, service: InferenceServiceSpec, model: ModelSpec, replicas: int
     ) -> tuple[int, str]:
         desired = build_deployment(isvc, service, model, service.model_ref, replicas)
-        live = await ensure(self.ctx.client, self.ctx.cache, DEPLOYMENT, desired,
-                            isvc["metadata"]["uid"])
+        live = await ensure(
+            self.ctx.client, self.ctx.cache, DEPLOYMENT, desired, isvc["metadata"]["uid"]
+        )
         ready = int((live.get("status") or {}).get("readyReplicas") or 0)
         return ready, self._unschedulable(isvc)
 
@@ -257,13 +300,14 @@ class InferenceServiceReconciler:
         ns, name = object_key(isvc)
         uid = isvc["metadata"]["uid"]
         return [
-            p for p in self.ctx.cache.list(POD, ns)
+            p
+            for p in self.ctx.cache.list(POD, ns)
             if (p["metadata"].get("labels") or {}).get(SERVICE_LABEL) == name
             and any(r.get("uid") == uid for r in p["metadata"].get("ownerReferences") or [])
         ]
 
     def _unschedulable(self, isvc: Obj) -> str:
-        """The scheduler's word on a pending pod of this service, e.g. Insufficient nvidia.com/gpu."""
+        """The scheduler's word on a pending pod, e.g. Insufficient nvidia.com/gpu."""
         ns, name = object_key(isvc)
         for pod in self.ctx.cache.list(POD, ns):
             if (pod["metadata"].get("labels") or {}).get(SERVICE_LABEL) != name:
@@ -274,8 +318,14 @@ class InferenceServiceReconciler:
         return ""
 
     async def _write(
-        self, isvc: Obj, service: InferenceServiceSpec, model: ModelSpec, admitted: int,
-        ready: int, conditions: list[Condition], phase: str,
+        self,
+        isvc: Obj,
+        service: InferenceServiceSpec,
+        model: ModelSpec,
+        admitted: int,
+        ready: int,
+        conditions: list[Condition],
+        phase: str,
     ) -> None:
         ns, name = object_key(isvc)
         port = PORTS[service.runtime]
@@ -287,8 +337,9 @@ class InferenceServiceReconciler:
             "admittedReplicas": admitted,
             "readyReplicas": ready,
             "gpusPerReplica": gpus_per_replica(model, service) * members_per_replica(model),
-            "gpuAttachment": "dra" if model.uses_claims else (
-                "device-plugin" if model.is_gpu_model else "none"),
+            "gpuAttachment": "dra"
+            if model.uses_claims
+            else ("device-plugin" if model.is_gpu_model else "none"),
             "endpoint": f"http://{name}.{ns}.svc.cluster.local:{port}/v1",
         }
         await self.ctx.status.write(INFERENCE_SERVICE, isvc, fields, conditions)

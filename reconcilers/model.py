@@ -10,7 +10,13 @@ from collections.abc import Iterable
 
 from controller.informer import Event
 from controller.reconcile import Request, Result, Watch
-from controller.resources import MODEL, RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE, ResourceType, object_key
+from controller.resources import (
+    MODEL,
+    RESOURCE_CLAIM,
+    RESOURCE_CLAIM_TEMPLATE,
+    ResourceType,
+    object_key,
+)
 
 from .claims import missing_claims, names_claim
 from .conditions import Condition
@@ -32,19 +38,23 @@ def accelerator_condition(ctx: Context, namespace: str, model: ModelSpec) -> Con
                 else "ResourceClaimNotFound"
             )
             return Condition(
-                ACCELERATOR_READY, False, reason,
+                ACCELERATOR_READY,
+                False,
+                reason,
                 f"not found in namespace {namespace}: {', '.join(missing)}",
             )
-        names = ", ".join(
-            c.template_name or c.claim_name or "" for c in model.gpu.claims
-        )
+        names = ", ".join(c.template_name or c.claim_name or "" for c in model.gpu.claims)
         return Condition(
-            ACCELERATOR_READY, True, "ResourceClaimsFound",
+            ACCELERATOR_READY,
+            True,
+            "ResourceClaimsFound",
             f"{len(model.gpu.claims)} DRA claim(s) found: {names}",
         )
     if model.is_gpu_model:
         return Condition(
-            ACCELERATOR_READY, True, "DevicePlugin",
+            ACCELERATOR_READY,
+            True,
+            "DevicePlugin",
             f"{model.gpu.count or 1} GPU(s) requested as {device_plugin_resource(model)}",
         )
     return Condition(ACCELERATOR_READY, True, "NoAcceleratorRequired", "runs on CPU")
@@ -85,14 +95,20 @@ class ModelReconciler:
             model = parse_model(obj.get("spec"))
         except InvalidSpec as e:
             message = "; ".join(e.errors)
-            await self.ctx.status.write(MODEL, obj, {"phase": "Failed"}, [
-                Condition(ACCELERATOR_READY, False, "InvalidSpec", message),
-                Condition(READY, False, "InvalidSpec", message),
-            ])
+            await self.ctx.status.write(
+                MODEL,
+                obj,
+                {"phase": "Failed"},
+                [
+                    Condition(ACCELERATOR_READY, False, "InvalidSpec", message),
+                    Condition(READY, False, "InvalidSpec", message),
+                ],
+            )
             return Result()
         accelerator = accelerator_condition(self.ctx, request.namespace, model)
         ready = Condition(
-            READY, accelerator.status,
+            READY,
+            accelerator.status,
             "Ready" if accelerator.status else "AcceleratorNotReady",
             "model can be served" if accelerator.status else accelerator.message,
         )
@@ -101,8 +117,9 @@ class ModelReconciler:
             "gpu": {
                 "count": model.gpu.count,
                 "claims": [c.pod_entry() for c in model.gpu.claims],
-                "attachment": "dra" if model.uses_claims else (
-                    "device-plugin" if model.is_gpu_model else "none"),
+                "attachment": "dra"
+                if model.uses_claims
+                else ("device-plugin" if model.is_gpu_model else "none"),
             },
         }
         await self.ctx.status.write(MODEL, obj, fields, [accelerator, ready])

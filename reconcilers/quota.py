@@ -76,9 +76,11 @@ def namespace_demands(cache: Cache, namespace: str) -> list[Demand]:
         except InvalidSpec:
             continue
         per_replica = gpus_per_replica(model, service) * members_per_replica(model)
-        demands.append(Demand(
-            meta["name"], str(meta.get("creationTimestamp", "")), service.replicas, per_replica
-        ))
+        demands.append(
+            Demand(
+                meta["name"], str(meta.get("creationTimestamp", "")), service.replicas, per_replica
+            )
+        )
     return demands
 
 

@@ -69,11 +69,7 @@ class ModelSpec:
     @property
     def is_gpu_model(self) -> bool:
         """Claims make a GPU model even without count: it gets GPU runtime flags."""
-        return (
-            self.gpu.enabled
-            or self.uses_claims
-            or (self.accelerator in GPU_ACCELERATORS)
-        )
+        return self.gpu.enabled or self.uses_claims or (self.accelerator in GPU_ACCELERATORS)
 
     @property
     def multi_node(self) -> bool:
@@ -83,21 +79,20 @@ class ModelSpec:
 def parse_model(spec: Any) -> ModelSpec:
     errors: list[str] = []
     r = FieldReader(spec, "spec", errors)
-    source = r.str("source", required=True) or ""
-    fmt = r.str("format", choices=FORMATS)
+    source = r.text("source", required=True) or ""
+    fmt = r.text("format", choices=FORMATS)
     hardware = r.child("hardware")
-    accelerator = hardware.str("accelerator", choices=ACCELERATORS)
+    accelerator = hardware.text("accelerator", choices=ACCELERATORS)
     g = hardware.child("gpu")
     claims = []
     seen: set[str] = set()
     for entry in g.objects("resourceClaims"):
-        name = entry.str("name", required=True)
-        claim_name = entry.str("resourceClaimName")
-        template_name = entry.str("resourceClaimTemplateName")
+        name = entry.text("name", required=True)
+        claim_name = entry.text("resourceClaimName")
+        template_name = entry.text("resourceClaimTemplateName")
         if (claim_name is None) == (template_name is None):
             errors.append(
-                f"{entry.path}: set exactly one of resourceClaimName and "
-                "resourceClaimTemplateName"
+                f"{entry.path}: set exactly one of resourceClaimName and resourceClaimTemplateName"
             )
         if name and name in seen:
             errors.append(f"{entry.path}.name: duplicate claim name {name!r}")
@@ -105,15 +100,15 @@ def parse_model(spec: Any) -> ModelSpec:
             seen.add(name)
             claims.append(ClaimRef(name, claim_name, template_name))
     gpu = GPUSpec(
-        enabled=g.bool("enabled"),
-        vendor=g.str("vendor", choices=VENDORS) or "nvidia",
-        count=g.int("count", minimum=1, maximum=MAX_GPUS),
-        resource_name=g.str("resourceName"),
-        sharing=g.str("gpuSharing", choices=SHARING_MODES) or "exclusive",
+        enabled=g.boolean("enabled"),
+        vendor=g.text("vendor", choices=VENDORS) or "nvidia",
+        count=g.integer("count", minimum=1, maximum=MAX_GPUS),
+        resource_name=g.text("resourceName"),
+        sharing=g.text("gpuSharing", choices=SHARING_MODES) or "exclusive",
         claims=tuple(claims),
     )
     mn = r.child("multiNode")
-    nodes = mn.str_list("nodes")
+    nodes = mn.strings("nodes")
     if r.has("multiNode") and not nodes:
         errors.append("spec.multiNode.nodes: list the nodes to pin member pods to")
     model = ModelSpec(source, fmt, accelerator, gpu, nodes)
@@ -127,9 +122,7 @@ def model_rule_errors(m: ModelSpec) -> list[str]:
     """The combinations the seed guide forbids."""
     errors = []
     if m.uses_claims and m.gpu.resource_name:
-        errors.append(
-            "spec.hardware.gpu: resourceClaims and resourceName are mutually exclusive"
-        )
+        errors.append("spec.hardware.gpu: resourceClaims and resourceName are mutually exclusive")
     if m.uses_claims and m.gpu.sharing != "exclusive":
         errors.append(
             f"spec.hardware.gpu.gpuSharing: {m.gpu.sharing!r} cannot be combined with "
@@ -182,12 +175,14 @@ class InferenceServiceSpec:
 def parse_inference_service(spec: Any) -> InferenceServiceSpec:
     errors: list[str] = []
     r = FieldReader(spec, "spec", errors)
-    model_ref = r.str("modelRef", required=True) or ""
-    runtime = r.str("runtime", choices=RUNTIMES) or "llamacpp"
-    replicas = r.int("replicas", minimum=0, maximum=1000)
+    model_ref = r.text("modelRef", required=True) or ""
+    runtime = r.text("runtime", choices=RUNTIMES) or "llamacpp"
+    replicas = r.integer("replicas", minimum=0, maximum=1000)
     res = r.child("resources")
     vllm, sglang, tgi, llama = (
-        r.child("vllmConfig"), r.child("sglangConfig"), r.child("tgiConfig"),
+        r.child("vllmConfig"),
+        r.child("sglangConfig"),
+        r.child("tgiConfig"),
         r.child("llamacppConfig"),
     )
     tensor_split = llama.data.get("tensorSplit")
@@ -198,30 +193,30 @@ def parse_inference_service(spec: Any) -> InferenceServiceSpec:
         tensor_split = None
     settings = RuntimeSettings(
         tensor_parallel_size=(
-            vllm.int("tensorParallelSize", minimum=1, maximum=MAX_GPUS)
+            vllm.integer("tensorParallelSize", minimum=1, maximum=MAX_GPUS)
             if runtime == "vllm"
-            else sglang.int("tensorParallelSize", minimum=1, maximum=MAX_GPUS)
+            else sglang.integer("tensorParallelSize", minimum=1, maximum=MAX_GPUS)
         ),
         gpu_memory_utilization=vllm.number("gpuMemoryUtilization", above=0, maximum=1),
         cpu_offload_gb=vllm.number("cpuOffloadGB", minimum=0),
-        max_model_len=vllm.int("maxModelLen", minimum=1),
+        max_model_len=vllm.integer("maxModelLen", minimum=1),
         mem_fraction_static=sglang.number("memFractionStatic", above=0, maximum=1),
-        num_shard=tgi.int("numShard", minimum=1, maximum=MAX_GPUS),
-        n_gpu_layers=llama.int("nGpuLayers", minimum=-1),
-        split_mode=llama.str("splitMode", choices=SPLIT_MODES),
+        num_shard=tgi.integer("numShard", minimum=1, maximum=MAX_GPUS),
+        n_gpu_layers=llama.integer("nGpuLayers", minimum=-1),
+        split_mode=llama.text("splitMode", choices=SPLIT_MODES),
         tensor_split=tensor_split,
-        context_size=llama.int("contextSize", minimum=1),
+        context_size=llama.integer("contextSize", minimum=1),
     )
     parsed = InferenceServiceSpec(
         model_ref=model_ref,
         runtime=runtime,
         replicas=1 if replicas is None else replicas,
-        image=r.str("image"),
-        gpu=res.int("gpu", minimum=0, maximum=MAX_GPUS),
-        cpu=res.str("cpu"),
-        memory=res.str("memory"),
+        image=r.text("image"),
+        gpu=res.integer("gpu", minimum=0, maximum=MAX_GPUS),
+        cpu=res.text("cpu"),
+        memory=res.text("memory"),
         settings=settings,
-        extra_args=r.str_list("extraArgs"),
+        extra_args=r.strings("extraArgs"),
     )
     if errors:
         raise InvalidSpec(errors)
@@ -236,7 +231,7 @@ class GPUQuotaSpec:
 def parse_gpu_quota(spec: Any) -> GPUQuotaSpec:
     errors: list[str] = []
     r = FieldReader(spec, "spec", errors)
-    limit = r.int("limit", minimum=0)
+    limit = r.integer("limit", minimum=0)
     if limit is None and not errors:
         errors.append("spec.limit: required")
     if errors:

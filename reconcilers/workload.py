@@ -68,16 +68,19 @@ def model_location(model: ModelSpec) -> tuple[str, Obj | None]:
     loader = {
         "name": "model-loader",
         "image": LOADER_IMAGE,
-        "command": ["sh", "-c", 'test -s "$0" || curl -fL --retry 5 -o "$0.part" "$1" '
-                    '&& mv "$0.part" "$0"', path, model.source],
+        "command": [
+            "sh",
+            "-c",
+            'test -s "$0" || curl -fL --retry 5 -o "$0.part" "$1" && mv "$0.part" "$0"',
+            path,
+            model.source,
+        ],
         "volumeMounts": [{"name": "models", "mountPath": MODEL_DIR}],
     }
     return path, loader
 
 
-def _container(
-    rt: RuntimeCommand, service: InferenceServiceSpec, attach: GPUAttachment
-) -> Obj:
+def _container(rt: RuntimeCommand, service: InferenceServiceSpec, attach: GPUAttachment) -> Obj:
     resources: Obj = {}
     requests = {k: v for k, v in (("cpu", service.cpu), ("memory", service.memory)) if v}
     if requests:

@@ -19,7 +19,12 @@ class ApiServerProcess:
     @classmethod
     async def start(cls, *args: str) -> ApiServerProcess:
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "testserver", "--port", "0", *args,
+            sys.executable,
+            "-m",
+            "testserver",
+            "--port",
+            "0",
+            *args,
             stdout=asyncio.subprocess.PIPE,
         )
         assert proc.stdout is not None
@@ -39,9 +44,10 @@ class ApiServerProcess:
             await self.proc.wait()
 
     async def control(self, method: str, action: str, body: Any = None) -> Any:
-        async with aiohttp.ClientSession() as session, session.request(
-            method, f"{self.url}/_testserver/{action}", json=body
-        ) as resp:
+        async with (
+            aiohttp.ClientSession() as session,
+            session.request(method, f"{self.url}/_testserver/{action}", json=body) as resp,
+        ):
             resp.raise_for_status()
             return await resp.json()
 

@@ -64,6 +64,15 @@ async def eventually(
             last = e
         else:
             if last:
-                return last
+                result: T = last
+                return result
         await asyncio.sleep(0.05)
     raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
+
+
+def condition(obj: dict[str, Any] | None, type_: str) -> dict[str, Any] | None:
+    """The status condition of this type, if the object has it."""
+    for c in ((obj or {}).get("status") or {}).get("conditions") or []:
+        if isinstance(c, dict) and c.get("type") == type_:
+            return c
+    return None

@@ -9,16 +9,9 @@ from controller.manager import Manager
 from controller.manifests import EXAMPLES, apply_text
 from controller.resources import DEPLOYMENT, INFERENCE_SERVICE, MODEL, SERVICE
 
-from .conftest import eventually
+from .conftest import condition, eventually
 
 Obj = dict[str, Any]
-
-
-def condition(obj: Obj | None, type_: str) -> Obj | None:
-    for c in ((obj or {}).get("status") or {}).get("conditions") or []:
-        if c["type"] == type_:
-            return c
-    return None
 
 
 async def test_single_gpu_template_gives_pod_claims_and_no_gpu_limit(

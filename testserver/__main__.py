@@ -32,8 +32,12 @@ def main() -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--bookmark-interval", type=float, default=1.0)
-    parser.add_argument("--history", type=int, default=10_000,
-                        help="watch events kept; older resourceVersions answer 410 Gone")
+    parser.add_argument(
+        "--history",
+        type=int,
+        default=10_000,
+        help="watch events kept; older resourceVersions answer 410 Gone",
+    )
     args = parser.parse_args()
     asyncio.run(serve(args.host, args.port, args.bookmark_interval, args.history))
 

@@ -23,7 +23,6 @@ from .storage import Obj, Storage, StorageError, WatchEvent
 _WITHOUT_STATUS = {"events", "leases", "secrets", "resourceclaimtemplates", "deviceclasses"}
 
 
-
 @dataclass
 class Registered:
     rt: ResourceType
@@ -159,7 +158,7 @@ class ApiServer:
             return web.json_response(self.storage.get(t.reg.rt, t.namespace or "", t.name))
         label, fields = request.query.get("labelSelector"), request.query.get("fieldSelector")
         lm, fm = label_matcher(label), field_matcher(fields)
-        items = self.storage.list(t.reg.rt, t.namespace, lambda o: lm(o) and fm(o))
+        items = self.storage.select(t.reg.rt, t.namespace, lambda o: lm(o) and fm(o))
         start = 0
         if token := request.query.get("continue"):
             try:
@@ -174,8 +173,12 @@ class ApiServer:
                 json.dumps({"start": start + limit}).encode()
             ).decode()
         return web.json_response(
-            {"kind": f"{t.reg.rt.kind}List", "apiVersion": t.reg.rt.api_version,
-             "metadata": meta, "items": page}
+            {
+                "kind": f"{t.reg.rt.kind}List",
+                "apiVersion": t.reg.rt.api_version,
+                "metadata": meta,
+                "items": page,
+            }
         )
 
     def _check_body(self, t: Target, body: Any) -> Obj:
@@ -197,9 +200,7 @@ class ApiServer:
         if t.reg.rt.namespaced and not t.namespace:
             raise StorageError(400, "BadRequest", "a namespace is required to create")
         obj = self._check_body(t, body)
-        return web.json_response(
-            self.storage.create(t.reg.rt, t.namespace or "", obj), status=201
-        )
+        return web.json_response(self.storage.create(t.reg.rt, t.namespace or "", obj), status=201)
 
     def replace(self, t: Target, body: Any) -> web.Response:
         if t.name is None:
@@ -208,8 +209,12 @@ class ApiServer:
         if (obj.get("metadata") or {}).get("name") not in (None, t.name):
             raise StorageError(400, "BadRequest", "the name of the object does not match")
         updated = self.storage.update(
-            t.reg.rt, t.namespace or "", t.name, obj,
-            subresource=t.subresource, has_status=t.reg.has_status,
+            t.reg.rt,
+            t.namespace or "",
+            t.name,
+            obj,
+            subresource=t.subresource,
+            has_status=t.reg.has_status,
         )
         return web.json_response(updated)
 
@@ -229,14 +234,19 @@ class ApiServer:
         if not isinstance(patched, dict):
             raise StorageError(422, "Invalid", "patch must produce an object")
         # A patch applies to what is stored now; only a resourceVersion it names is checked.
-        patch_rv = (body.get("metadata") or {}).get("resourceVersion") if isinstance(
-            body, dict) else None
+        patch_rv = (
+            (body.get("metadata") or {}).get("resourceVersion") if isinstance(body, dict) else None
+        )
         patched.setdefault("metadata", {})["resourceVersion"] = (
             patch_rv or current["metadata"]["resourceVersion"]
         )
         updated = self.storage.update(
-            t.reg.rt, ns, t.name, patched,
-            subresource=t.subresource, has_status=t.reg.has_status,
+            t.reg.rt,
+            ns,
+            t.name,
+            patched,
+            subresource=t.subresource,
+            has_status=t.reg.has_status,
         )
         return web.json_response(updated)
 
@@ -249,8 +259,10 @@ class ApiServer:
 
     def collect_garbage(self, uid: str) -> None:
         """Background cascading deletion through ownerReferences."""
-        by_id = {(r.rt.plural + "." + r.rt.group if r.rt.group else r.rt.plural): r.rt
-                 for r in self.types.values()}
+        by_id = {
+            (r.rt.plural + "." + r.rt.group if r.rt.group else r.rt.plural): r.rt
+            for r in self.types.values()
+        }
         for tid, (ns, name) in self.storage.dependents(uid):
             with contextlib.suppress(StorageError):
                 child = self.storage.delete(by_id[tid], ns, name)
@@ -270,7 +282,7 @@ class ApiServer:
         rv_param = request.query.get("resourceVersion", "")
         initial: list[Obj] = []
         if rv_param in ("", "0"):
-            initial = self.storage.list(t.reg.rt, t.namespace, matches)
+            initial = self.storage.select(t.reg.rt, t.namespace, matches)
             since = self.storage.rv
         else:
             try:
@@ -307,16 +319,19 @@ class ApiServer:
                     break
                 wait = min(remaining, self.bookmark_interval) if bookmarks else remaining
                 try:
-                    event = await asyncio.wait_for(watcher.queue.get(), wait)
+                    live: WatchEvent | None = await asyncio.wait_for(watcher.queue.get(), wait)
                 except TimeoutError:
                     if bookmarks and loop.time() < deadline:
                         await self._send(resp, "BOOKMARK", self._bookmark(t.reg.rt))
                     continue
-                if event is None:
-                    await self._send(resp, "ERROR", status_body(
-                        410, "Expired", "too old resource version: history compacted"))
+                if live is None:
+                    await self._send(
+                        resp,
+                        "ERROR",
+                        status_body(410, "Expired", "too old resource version: history compacted"),
+                    )
                     break
-                if await self._send_event(resp, event, t.namespace, matches):
+                if await self._send_event(resp, live, t.namespace, matches):
                     sent += 1
                     if cut_after is not None and sent >= cut_after:
                         return self._cut(request, resp)

@@ -77,4 +77,6 @@ def apply_patch(content_type: str, target: Any, patch: Any) -> Any:
         return merge_patch(target, patch)
     if base == JSON_PATCH:
         return json_patch(target, patch)
-    raise StorageError(415, "UnsupportedMediaType", f"the body of the request was in an unknown format: {base}")
+    raise StorageError(
+        415, "UnsupportedMediaType", f"the body of the request was in an unknown format: {base}"
+    )

@@ -78,7 +78,7 @@ class Storage:
             raise StorageError(404, "NotFound", f'{rt.plural}.{rt.group} "{name}" not found')
         return copy.deepcopy(obj)
 
-    def list(
+    def select(
         self, rt: ResourceType, namespace: str | None, matches: Callable[[Obj], bool]
     ) -> list[Obj]:
         items = [
