@@ -13,8 +13,7 @@ from controller import logging as log_setup
 from controller.kube import KubeClient
 from controller.manager import Manager, ManagerConfig
 from controller.manifests import install_crds
-
-from .apiserver import ApiServerProcess
+from testserver.process import ApiServerProcess
 
 T = TypeVar("T")
 log_setup.configure("warning")

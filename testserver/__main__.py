@@ -11,8 +11,25 @@ from aiohttp import web
 from .app import make_app
 
 
-async def serve(host: str, port: int, bookmark_interval: float, history: int) -> None:
-    app = make_app(bookmark_interval=bookmark_interval, history=history)
+def parse_simulation(value: str) -> dict[str, int]:
+    """ "dra=4,plugin=0": GPUs reachable through DRA claims and as nvidia.com/gpu."""
+    result = {}
+    for part in value.split(","):
+        key, _, count = part.partition("=")
+        if key not in ("dra", "plugin") or not count.isdigit():
+            raise argparse.ArgumentTypeError(f"expected dra=N,plugin=M, got {value!r}")
+        result[key] = int(count)
+    return result
+
+
+async def serve(
+    host: str,
+    port: int,
+    bookmark_interval: float,
+    history: int,
+    simulate: dict[str, int] | None,
+) -> None:
+    app = make_app(bookmark_interval=bookmark_interval, history=history, simulate=simulate)
     runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=0.5)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
@@ -38,8 +55,17 @@ def main() -> None:
         default=10_000,
         help="watch events kept; older resourceVersions answer 410 Gone",
     )
+    parser.add_argument(
+        "--simulate-cluster",
+        type=parse_simulation,
+        default=None,
+        metavar="dra=N,plugin=M",
+        help="run a simulated cluster (scheduler, DRA allocator, kubelet)",
+    )
     args = parser.parse_args()
-    asyncio.run(serve(args.host, args.port, args.bookmark_interval, args.history))
+    asyncio.run(
+        serve(args.host, args.port, args.bookmark_interval, args.history, args.simulate_cluster)
+    )
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from controller.resources import BUILTIN_TYPES, CRD, ResourceType
 from .faults import FaultBook, FaultRule
 from .patches import APPLY, apply_patch
 from .selectors import field_matcher, label_matcher
+from .simulator import ClusterSimulator
 from .storage import Obj, Storage, StorageError, WatchEvent
 
 # Built-in kinds whose status is a subresource (writes to the main resource keep it).
@@ -416,9 +417,18 @@ class ApiServer:
 SERVER: web.AppKey[ApiServer] = web.AppKey("server", ApiServer)
 
 
-def make_app(bookmark_interval: float = 1.0, history: int = 10_000) -> web.Application:
+def make_app(
+    bookmark_interval: float = 1.0,
+    history: int = 10_000,
+    simulate: dict[str, int] | None = None,
+) -> web.Application:
+    """simulate: {"dra": N, "plugin": M} runs a simulated cluster with those GPUs."""
     storage = Storage(history=history)
     server = ApiServer(storage, bookmark_interval)
+    if simulate is not None:
+        ClusterSimulator(
+            storage, dra_gpus=simulate.get("dra", 0), plugin_gpus=simulate.get("plugin", 0)
+        )
     app = web.Application(client_max_size=64 * 1024**2)
     app[SERVER] = server
 

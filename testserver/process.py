@@ -1,4 +1,4 @@
-"""Start the bundled test API server as a real process and drive its test controls."""
+"""Start the test API server as a real process (tests, demo, benchmarks) and drive its controls."""
 
 from __future__ import annotations
 

@@ -1,0 +1,123 @@
+"""The local demo: the seed guide's examples on a simulated DRA-only cluster.
+
+Starts the bundled test API server with a simulated cluster whose nodes advertise
+no nvidia.com/gpu, only 4 GPUs reachable through DRA claims; installs the CRDs;
+applies examples/single-gpu.yaml and examples/multi-gpu.yaml and one Model that
+breaks a rule; runs the controller; and prints what it built.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any
+
+from testserver.process import ApiServerProcess
+
+from .kube import KubeClient
+from .manager import Manager, ManagerConfig
+from .manifests import EXAMPLES, apply_text, install_crds
+from .resources import DEPLOYMENT, INFERENCE_SERVICE, MODEL, POD, RESOURCE_CLAIM
+
+Obj = dict[str, Any]
+INVALID_MODEL = """
+apiVersion: inference.llmkube.dev/v1alpha1
+kind: Model
+metadata: {name: claims-and-resource-name}
+spec:
+  source: Qwen/Qwen3-8B
+  hardware:
+    accelerator: cuda
+    gpu:
+      enabled: true
+      count: 1
+      resourceName: nvidia.com/gpu
+      resourceClaims: [{name: gpu, resourceClaimTemplateName: one-gpu}]
+"""
+
+
+def _conditions(obj: Obj | None) -> str:
+    conds = ((obj or {}).get("status") or {}).get("conditions") or []
+    return "\n".join(
+        f"      {c['type']}={c['status']} ({c['reason']}): {c['message']}" for c in conds
+    )
+
+
+async def _wait_ready(client: KubeClient, names: list[str], timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ready = 0
+        for name in names:
+            isvc = await client.get(INFERENCE_SERVICE, "default", name)
+            ready += ((isvc or {}).get("status") or {}).get("phase") == "Ready"
+        if ready == len(names):
+            return True
+        await asyncio.sleep(0.1)
+    return False
+
+
+async def _report(client: KubeClient, manager: Manager, names: list[str]) -> None:
+    for name in names:
+        isvc = await client.get(INFERENCE_SERVICE, "default", name)
+        dep = await client.get(DEPLOYMENT, "default", name) or {}
+        pod_spec = dep.get("spec", {}).get("template", {}).get("spec", {})
+        container = (pod_spec.get("containers") or [{}])[0]
+        print(f"\nInferenceService {name}  phase={(isvc or {}).get('status', {}).get('phase')}")
+        print(f"  pod resourceClaims:       {json.dumps(pod_spec.get('resourceClaims'))}")
+        print(
+            f"  container claims:         {json.dumps(container.get('resources', {}).get('claims'))}"
+        )
+        print(
+            f"  container limits:         {json.dumps(container.get('resources', {}).get('limits', {}))}"
+        )
+        print(f"  runtime args:             {' '.join(container.get('args', []))}")
+        print("  conditions:")
+        print(_conditions(isvc))
+    pods, _ = await client.list(POD, "default")
+    claims, _ = await client.list(RESOURCE_CLAIM, "default")
+    print("\nPods on the simulated DRA-only cluster:")
+    for pod in pods:
+        print(f"  {pod['metadata']['name']:<40} {pod.get('status', {}).get('phase')}")
+    print("ResourceClaims made from the templates and allocated:")
+    for claim in claims:
+        devices = claim.get("status", {}).get("allocation", {}).get("devices", {}).get("results")
+        print(f"  {claim['metadata']['name']:<40} devices={len(devices or [])}")
+    bad = await client.get(MODEL, "default", "claims-and-resource-name")
+    print("\nModel claims-and-resource-name (breaks a rule):")
+    print(_conditions(bad))
+    print(f"\nMetrics: http://127.0.0.1:{manager.http_port}/metrics  (excerpt)")
+    body = manager.metrics.registry
+    from prometheus_client import generate_latest
+
+    for line in generate_latest(body).decode().splitlines():
+        if line.startswith(("controller_runtime_reconcile_total", "workqueue_adds_total")):
+            print(f"  {line}")
+
+
+async def demo(keep_running: bool = False) -> int:
+    server = await ApiServerProcess.start("--simulate-cluster", "dra=4,plugin=0")
+    print(f"Test API server with a simulated DRA-only cluster (4 GPUs) at {server.url}")
+    client = await KubeClient.connect(server.url)
+    manager = Manager(client, ManagerConfig(http_host="127.0.0.1", http_port=0, workers=2))
+    try:
+        await install_crds(client)
+        await manager.start()
+        await manager.wait_synced()
+        for example in ("single-gpu.yaml", "multi-gpu.yaml"):
+            await apply_text(client, (EXAMPLES / example).read_text())
+            print(f"applied examples/{example}")
+        await apply_text(client, INVALID_MODEL)
+        names = ["qwen3-embedding", "qwen3-32b"]
+        ok = await _wait_ready(client, names, timeout=30)
+        await manager.wait_idle()
+        await _report(client, manager, names)
+        print("\nDemo", "succeeded: both services serve on DRA claims." if ok else "FAILED.")
+        if keep_running:
+            print(f"Still running; try: kubectl --server {server.url} get pods  (Ctrl-C stops)")
+            await asyncio.Event().wait()
+        return 0 if ok else 1
+    finally:
+        await manager.stop()
+        await client.close()
+        await server.stop()

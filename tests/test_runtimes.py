@@ -1,0 +1,159 @@
+"""Runtime flags derived from count, GPU-only flags, and explicit settings winning."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from reconcilers.gpu import gpu_attachment, gpus_per_replica
+from reconcilers.runtimes import runtime_command
+from reconcilers.spec import parse_inference_service, parse_model
+
+CLAIMS = [{"name": "gpus", "resourceClaimTemplateName": "two-gpus"}]
+
+
+def model(count: int | None = None, claims: Any = CLAIMS, **gpu: Any) -> Any:
+    g: dict[str, Any] = {"enabled": True, "vendor": "nvidia", **gpu}
+    if count is not None:
+        g["count"] = count
+    if claims:
+        g["resourceClaims"] = claims
+    return parse_model({"source": "Qwen/Qwen3-32B", "hardware": {"accelerator": "cuda", "gpu": g}})
+
+
+def args(runtime: str, m: Any, **spec: Any) -> list[str]:
+    service = parse_inference_service({"modelRef": "m", "runtime": runtime, **spec})
+    return runtime_command(service, m, "Qwen/Qwen3-32B", "m").args
+
+
+def flag(argv: list[str], name: str) -> str | None:
+    return argv[argv.index(name) + 1] if name in argv else None
+
+
+@pytest.mark.parametrize(
+    ("runtime", "name"),
+    [("vllm", "--tensor-parallel-size"), ("sglang", "--tp"), ("tgi", "--num-shard")],
+)
+def test_count_sizes_parallelism(runtime: str, name: str) -> None:
+    assert flag(args(runtime, model(count=2)), name) == "2"
+    assert flag(args(runtime, model(count=4)), name) == "4"
+    # One device has nothing to split; without count the runtime runs on one device.
+    assert name not in args(runtime, model(count=1))
+    assert name not in args(runtime, model(count=None))
+
+
+def test_user_tensor_parallel_size_wins_over_count() -> None:
+    assert (
+        flag(
+            args("vllm", model(count=2), vllmConfig={"tensorParallelSize": 4}),
+            "--tensor-parallel-size",
+        )
+        == "4"
+    )
+    assert (
+        flag(args("sglang", model(count=4), sglangConfig={"tensorParallelSize": 2}), "--tp") == "2"
+    )
+    assert flag(args("tgi", model(count=4), tgiConfig={"numShard": 1}), "--num-shard") == "1"
+    # On releases without count, the guide's workaround: explicit size, no count.
+    assert (
+        flag(
+            args("vllm", model(count=None), vllmConfig={"tensorParallelSize": 2}),
+            "--tensor-parallel-size",
+        )
+        == "2"
+    )
+
+
+def test_extra_args_replace_derived_flags_under_any_spelling() -> None:
+    a = args("vllm", model(count=2), extraArgs=["-tp", "8"])
+    assert "--tensor-parallel-size" not in a and a[-2:] == ["-tp", "8"]
+    a = args("sglang", model(count=2), extraArgs=["--tp-size=2"])
+    assert "--tp" not in a and a[-1] == "--tp-size=2"
+    a = args("llamacpp", model(count=2), extraArgs=["-ngl", "10", "-sm", "row"])
+    assert "--n-gpu-layers" not in a and "--split-mode" not in a
+    assert flag(a, "--tensor-split") == "1,1"
+
+
+def test_llamacpp_splits_only_above_one_device() -> None:
+    two = args("llamacpp", model(count=2))
+    assert flag(two, "--split-mode") == "layer"
+    assert flag(two, "--tensor-split") == "1,1"
+    assert flag(args("llamacpp", model(count=3)), "--tensor-split") == "1,1,1"
+    for single in (args("llamacpp", model(count=1)), args("llamacpp", model(count=None))):
+        assert "--split-mode" not in single and "--tensor-split" not in single
+        assert flag(single, "--n-gpu-layers") == "999"
+
+
+def test_llamacpp_explicit_settings_win() -> None:
+    a = args(
+        "llamacpp",
+        model(count=2),
+        llamacppConfig={"nGpuLayers": 20, "splitMode": "row", "tensorSplit": "3,1"},
+    )
+    assert (flag(a, "--n-gpu-layers"), flag(a, "--split-mode"), flag(a, "--tensor-split")) == (
+        "20",
+        "row",
+        "3,1",
+    )
+    a = args("llamacpp", model(count=2), llamacppConfig={"splitMode": "none"})
+    assert flag(a, "--split-mode") == "none" and "--tensor-split" not in a
+    a = args("llamacpp", model(count=2), llamacppConfig={"tensorSplit": [2, 1]})
+    assert flag(a, "--tensor-split") == "2,1"
+
+
+def test_claims_without_count_still_get_gpu_flags() -> None:
+    m = model(count=None)
+    assert m.is_gpu_model
+    assert flag(args("llamacpp", m), "--n-gpu-layers") == "999"
+    v = args("vllm", m, vllmConfig={"gpuMemoryUtilization": 0.85, "cpuOffloadGB": 4})
+    assert flag(v, "--gpu-memory-utilization") == "0.85"
+    assert flag(v, "--cpu-offload-gb") == "4"
+    s = args("sglang", m, sglangConfig={"memFractionStatic": 0.8})
+    assert flag(s, "--mem-fraction-static") == "0.8"
+
+
+def test_cpu_models_get_no_gpu_flags() -> None:
+    cpu = parse_model({"source": "/models/x.gguf", "hardware": {"accelerator": "cpu"}})
+    assert not cpu.is_gpu_model
+    a = args("llamacpp", cpu)
+    assert "--n-gpu-layers" not in a
+    v = args("vllm", cpu, vllmConfig={"gpuMemoryUtilization": 0.9})
+    assert "--gpu-memory-utilization" not in v
+    service = parse_inference_service({"modelRef": "m", "runtime": "llamacpp"})
+    assert runtime_command(service, cpu, "/models/x.gguf", "m").image.endswith(":server")
+
+
+def test_claims_add_no_device_plugin_limit() -> None:
+    service = parse_inference_service({"modelRef": "m", "runtime": "vllm"})
+    attach = gpu_attachment(model(count=2), service)
+    assert attach.limits == {}
+    assert attach.pod_claims == [{"name": "gpus", "resourceClaimTemplateName": "two-gpus"}]
+    assert attach.container_claims == [{"name": "gpus"}]
+    shared = gpu_attachment(
+        model(claims=[{"name": "g", "resourceClaimName": "shared-claim"}]), service
+    )
+    assert shared.pod_claims == [{"name": "g", "resourceClaimName": "shared-claim"}]
+
+
+def test_device_plugin_path_gets_the_limit() -> None:
+    service = parse_inference_service({"modelRef": "m", "runtime": "vllm"})
+    assert gpu_attachment(model(count=2, claims=None), service).limits == {"nvidia.com/gpu": "2"}
+    assert gpu_attachment(model(claims=None), service).limits == {"nvidia.com/gpu": "1"}
+    amd = model(count=1, claims=None, vendor="amd")
+    assert gpu_attachment(amd, service).limits == {"amd.com/gpu": "1"}
+    mig = model(
+        count=1, claims=None, gpuSharing="partitioned", resourceName="nvidia.com/mig-1g.10gb"
+    )
+    assert gpu_attachment(mig, service).limits == {"nvidia.com/mig-1g.10gb": "1"}
+    shared = model(count=1, claims=None, gpuSharing="shared")
+    assert gpu_attachment(shared, service).limits == {"nvidia.com/gpu.shared": "1"}
+
+
+def test_quota_charge_per_replica() -> None:
+    plain = parse_inference_service({"modelRef": "m"})
+    with_gpu = parse_inference_service({"modelRef": "m", "resources": {"gpu": 2}})
+    assert gpus_per_replica(model(count=2), plain) == 2
+    assert gpus_per_replica(model(count=None), plain) == 0, "claims, no count: not charged"
+    assert gpus_per_replica(model(count=None), with_gpu) == 2
+    assert gpus_per_replica(model(count=None, claims=None), plain) == 1
