@@ -13,6 +13,8 @@ import json
 import time
 from typing import Any
 
+from prometheus_client import generate_latest
+
 from testserver.process import ApiServerProcess
 
 from .kube import KubeClient
@@ -87,10 +89,7 @@ async def _report(client: KubeClient, manager: Manager, names: list[str]) -> Non
     print("\nModel claims-and-resource-name (breaks a rule):")
     print(_conditions(bad))
     print(f"\nMetrics: http://127.0.0.1:{manager.http_port}/metrics  (excerpt)")
-    body = manager.metrics.registry
-    from prometheus_client import generate_latest
-
-    for line in generate_latest(body).decode().splitlines():
+    for line in generate_latest(manager.metrics.registry).decode().splitlines():
         if line.startswith(("controller_runtime_reconcile_total", "workqueue_adds_total")):
             print(f"  {line}")
 

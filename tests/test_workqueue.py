@@ -67,7 +67,7 @@ async def test_one_worker_per_key_under_concurrency() -> None:
         for key in range(5):
             q.add(key)
         await asyncio.sleep(0.0005 * (round_ % 3))
-    while not q.is_idle():
+    while not q.is_idle():  # noqa: ASYNC110 - polling the queue under test is the point
         await asyncio.sleep(0.005)
     q.shutdown()
     await asyncio.gather(*workers)
