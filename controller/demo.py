@@ -67,12 +67,9 @@ async def _report(client: KubeClient, manager: Manager, names: list[str]) -> Non
         container = (pod_spec.get("containers") or [{}])[0]
         print(f"\nInferenceService {name}  phase={(isvc or {}).get('status', {}).get('phase')}")
         print(f"  pod resourceClaims:       {json.dumps(pod_spec.get('resourceClaims'))}")
-        print(
-            f"  container claims:         {json.dumps(container.get('resources', {}).get('claims'))}"
-        )
-        print(
-            f"  container limits:         {json.dumps(container.get('resources', {}).get('limits', {}))}"
-        )
+        resources = container.get("resources", {})
+        print(f"  container claims:         {json.dumps(resources.get('claims'))}")
+        print(f"  container limits:         {json.dumps(resources.get('limits', {}))}")
         print(f"  runtime args:             {' '.join(container.get('args', []))}")
         print("  conditions:")
         print(_conditions(isvc))
