@@ -75,3 +75,63 @@ def condition(obj: dict[str, Any] | None, type_: str) -> dict[str, Any] | None:
         if isinstance(c, dict) and c.get("type") == type_:
             return c
     return None
+
+
+async def wait_condition(
+    client: KubeClient,
+    rt: Any,
+    name: str,
+    type_: str,
+    status: str,
+    reason: str | None = None,
+    namespace: str = "default",
+    timeout: float = 10.0,
+) -> dict[str, Any]:
+    """Wait until the object's condition has this status (and reason); return the object."""
+
+    async def probe() -> dict[str, Any] | None:
+        obj = await client.get(rt, namespace, name)
+        c = condition(obj, type_)
+        if c and c["status"] == status and (reason is None or c["reason"] == reason):
+            return obj
+        return None
+
+    return await eventually(probe, timeout, what=f"{name} {type_}={status} {reason or ''}")
+
+
+def model_yaml(name: str, gpu: str, extra: str = "") -> str:
+    """A Model manifest; gpu is the YAML body under spec.hardware.gpu, indented 6."""
+    return f"""
+apiVersion: inference.llmkube.dev/v1alpha1
+kind: Model
+metadata: {{name: {name}}}
+spec:
+  source: Qwen/Qwen3-8B
+  format: safetensors
+  hardware:
+    accelerator: cuda
+    gpu:
+{gpu}
+{extra}
+"""
+
+
+TEMPLATE_YAML = """
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {{name: {name}}}
+spec:
+  spec:
+    devices:
+      requests:
+        - name: gpu
+          exactly: {{deviceClassName: gpu.nvidia.com, allocationMode: ExactCount, count: {count}}}
+"""
+
+
+def reconciles(manager: Manager, controller: str, result: str = "success") -> float:
+    """controller_runtime_reconcile_total for one controller and result."""
+    value = manager.metrics.registry.get_sample_value(
+        "controller_runtime_reconcile_total", {"controller": controller, "result": result}
+    )
+    return value or 0.0
