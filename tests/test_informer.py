@@ -53,7 +53,8 @@ async def test_list_then_watch_sees_everything_once(client: KubeClient) -> None:
         await eventually(lambda: asyncio.sleep(0, "after" in seen.names("DELETED")))
         assert seen.names("ADDED") == ["before", "after"]
         assert seen.names("MODIFIED") == ["before"]
-        assert informer.store.get("default", "before")["metadata"]["labels"] == {"x": "1"}
+        before = informer.store.get("default", "before")
+        assert before is not None and before["metadata"]["labels"] == {"x": "1"}
         assert informer.store.get("default", "after") is None
         assert informer.lists == 1
     finally:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from controller.kube import KubeClient
 from controller.manager import Manager
 from controller.manifests import apply_text
@@ -127,7 +129,7 @@ async def test_invalid_spec_gets_a_condition_and_a_warning_event(
     assert "'shared' cannot be combined with resourceClaims" in message
     assert m["status"]["phase"] == "Failed"
 
-    async def warning() -> list[dict[str, object]]:
+    async def warning() -> list[dict[str, Any]]:
         events, _ = await kube.list(EVENT, "default")
         return [
             e

@@ -1,0 +1,154 @@
+"""GPUQuota: count per replica, claims without count, admission and scaling under the limit."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from controller.kube import KubeClient
+from controller.manager import Manager
+from controller.manifests import apply_text
+from controller.resources import DEPLOYMENT, GPU_QUOTA, INFERENCE_SERVICE
+
+from .conftest import TEMPLATE_YAML, condition, eventually, model_yaml, wait_condition
+
+Obj = dict[str, Any]
+COUNTED = """\
+      enabled: true
+      count: 2
+      resourceClaims:
+        - {name: gpus, resourceClaimTemplateName: two-gpus}"""
+UNCOUNTED = """\
+      enabled: true
+      resourceClaims:
+        - {name: gpus, resourceClaimTemplateName: two-gpus}"""
+
+
+def quota_yaml(limit: int, name: str = "team") -> str:
+    return f"""
+apiVersion: inference.llmkube.dev/v1alpha1
+kind: GPUQuota
+metadata: {{name: {name}}}
+spec: {{limit: {limit}}}
+"""
+
+
+def isvc_yaml(name: str, model: str, replicas: int, gpu: int | None = None) -> str:
+    resources = f"\n  resources: {{gpu: {gpu}}}" if gpu is not None else ""
+    return f"""
+apiVersion: inference.llmkube.dev/v1alpha1
+kind: InferenceService
+metadata: {{name: {name}}}
+spec:
+  modelRef: {model}
+  runtime: vllm
+  replicas: {replicas}{resources}
+"""
+
+
+async def quota_status(kube: KubeClient, want: dict[str, Any], name: str = "team") -> Obj:
+    async def probe() -> Obj | None:
+        q = await kube.get(GPU_QUOTA, "default", name)
+        status = (q or {}).get("status") or {}
+        return q if all(status.get(k) == v for k, v in want.items()) else None
+
+    return await eventually(probe, what=f"GPUQuota status {want}")
+
+
+async def replicas(kube: KubeClient, name: str, want: int) -> None:
+    async def probe() -> bool:
+        d = await kube.get(DEPLOYMENT, "default", name)
+        return bool(d and d["spec"]["replicas"] == want)
+
+    await eventually(probe, what=f"{name} at {want} replicas")
+
+
+async def test_charges_count_per_replica(kube: KubeClient, controller: Manager) -> None:
+    await apply_text(kube, TEMPLATE_YAML.format(name="two-gpus", count=2))
+    await apply_text(kube, model_yaml("m", COUNTED))
+    await apply_text(kube, quota_yaml(10))
+    await apply_text(kube, isvc_yaml("svc", "m", replicas=3))
+    q = await quota_status(kube, {"used": 6, "requested": 6, "limit": 10})
+    assert q["status"]["services"] == [
+        {
+            "name": "svc",
+            "requestedReplicas": 3,
+            "admittedReplicas": 3,
+            "gpusPerReplica": 2,
+            "gpus": 6,
+        }
+    ]
+    assert condition(q, "WithinLimit")["status"] == "True"  # type: ignore[index]
+    isvc = await wait_condition(
+        kube, INFERENCE_SERVICE, "svc", "QuotaAdmitted", "True", "WithinQuota"
+    )
+    assert isvc["status"]["admittedReplicas"] == 3
+
+
+async def test_claims_without_count_charged_only_with_resources_gpu(
+    kube: KubeClient, controller: Manager
+) -> None:
+    await apply_text(kube, TEMPLATE_YAML.format(name="two-gpus", count=2))
+    await apply_text(kube, model_yaml("m", UNCOUNTED))
+    await apply_text(kube, quota_yaml(4))
+    await apply_text(kube, isvc_yaml("free", "m", replicas=5))
+    await quota_status(kube, {"used": 0, "requested": 0})
+    await replicas(kube, "free", 5)
+    await apply_text(kube, isvc_yaml("charged", "m", replicas=2, gpu=2))
+    q = await quota_status(kube, {"used": 4, "requested": 4})
+    by_name = {s["name"]: s for s in q["status"]["services"]}
+    assert by_name["free"]["gpusPerReplica"] == 0
+    assert by_name["charged"]["gpus"] == 4
+
+
+async def test_over_quota_is_not_scaled_past_it_and_says_so(
+    kube: KubeClient, controller: Manager
+) -> None:
+    await apply_text(kube, TEMPLATE_YAML.format(name="two-gpus", count=2))
+    await apply_text(kube, model_yaml("m", COUNTED))
+    await apply_text(kube, quota_yaml(5))
+    await apply_text(kube, isvc_yaml("first", "m", replicas=2))
+    await replicas(kube, "first", 2)
+    await apply_text(kube, isvc_yaml("second", "m", replicas=2))
+    # 5 GPUs at 2 per replica: first keeps 2 replicas (4 GPUs), second fits none.
+    await replicas(kube, "second", 0)
+    isvc = await wait_condition(
+        kube, INFERENCE_SERVICE, "second", "QuotaAdmitted", "False", "QuotaExceeded"
+    )
+    assert condition(isvc, "QuotaAdmitted")["message"] == (  # type: ignore[index]
+        "GPUQuota limit 5 GPUs: 0 of 2 replicas admitted at 2 GPU(s) each"
+    )
+    assert isvc["status"]["phase"] == "Pending"
+    q = await quota_status(kube, {"used": 4, "requested": 8})
+    assert condition(q, "WithinLimit")["status"] == "False"  # type: ignore[index]
+    await wait_condition(kube, INFERENCE_SERVICE, "first", "QuotaAdmitted", "True")
+
+    # Raising the limit admits the waiting replicas; lowering it scales the newest first.
+    await apply_text(kube, quota_yaml(6))
+    await replicas(kube, "second", 1)
+    await apply_text(kube, quota_yaml(2))
+    await replicas(kube, "second", 0)
+    await replicas(kube, "first", 1)
+    # Freeing GPUs (first scaled to zero by its owner) admits second.
+    await apply_text(kube, isvc_yaml("first", "m", replicas=0))
+    await replicas(kube, "second", 1)
+    await wait_condition(kube, INFERENCE_SERVICE, "first", "Ready", "False", "ScaledToZero")
+
+
+async def test_invalid_quota_reports_itself_and_limits_nothing(
+    kube: KubeClient, controller: Manager
+) -> None:
+    await apply_text(kube, model_yaml("m", "      enabled: true\n      count: 1"))
+    await apply_text(kube, quota_yaml(-1))
+    await wait_condition(kube, GPU_QUOTA, "team", "Ready", "False", "InvalidSpec")
+    await apply_text(kube, isvc_yaml("svc", "m", replicas=3))
+    await replicas(kube, "svc", 3)
+
+
+async def test_smallest_of_several_quotas_applies(kube: KubeClient, controller: Manager) -> None:
+    await apply_text(kube, model_yaml("m", "      enabled: true\n      count: 1"))
+    await apply_text(kube, quota_yaml(8, name="wide"))
+    await apply_text(kube, quota_yaml(3, name="narrow"))
+    await apply_text(kube, isvc_yaml("svc", "m", replicas=5))
+    await replicas(kube, "svc", 3)
+    q = await quota_status(kube, {"effectiveLimit": 3, "used": 3}, name="wide")
+    assert q["status"]["limit"] == 8
