@@ -1,0 +1,1 @@
+"""The validating admission webhook: the reconcilers' rules, enforced at admission."""

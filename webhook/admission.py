@@ -1,0 +1,71 @@
+"""AdmissionReview v1 in, AdmissionReview v1 out, for Model, InferenceService and GPUQuota.
+
+The verdict comes from reconcilers.spec, the same code the reconcilers use, so an
+object the webhook admits is one the controller accepts and the other way round.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from controller.resources import GPU_QUOTA, GROUP, INFERENCE_SERVICE, MODEL
+from reconcilers.spec import InvalidSpec, parse_gpu_quota, parse_inference_service, parse_model
+
+Obj = dict[str, Any]
+API_VERSION = "admission.k8s.io/v1"
+VALIDATORS: dict[str, Callable[[Any], object]] = {
+    MODEL.kind: parse_model,
+    INFERENCE_SERVICE.kind: parse_inference_service,
+    GPU_QUOTA.kind: parse_gpu_quota,
+}
+
+
+class BadReview(ValueError):
+    """The request is not an AdmissionReview we can answer: the HTTP answer is 400."""
+
+
+def _request(body: bytes) -> Obj:
+    try:
+        review = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise BadReview(f"body is not JSON: {e}") from e
+    if not isinstance(review, dict):
+        raise BadReview("body must be a JSON object")
+    if review.get("apiVersion") != API_VERSION or review.get("kind") != "AdmissionReview":
+        raise BadReview(f"expected an AdmissionReview of {API_VERSION}")
+    request = review.get("request")
+    if not isinstance(request, dict) or not isinstance(request.get("uid"), str):
+        raise BadReview("request.uid is required")
+    return request
+
+
+def verdict(request: Obj) -> tuple[bool, str]:
+    """(allowed, message) for one admission request."""
+    if request.get("operation") == "DELETE":
+        return True, ""
+    kind = request.get("kind") or {}
+    if not isinstance(kind, dict) or kind.get("group") != GROUP:
+        return True, ""  # not ours: the webhook configuration should not send it
+    validate = VALIDATORS.get(str(kind.get("kind")))
+    if validate is None:
+        return True, ""
+    obj = request.get("object")
+    if not isinstance(obj, dict):
+        return False, "request.object must be an object"
+    try:
+        validate(obj.get("spec"))
+    except InvalidSpec as e:
+        return False, "; ".join(e.errors)
+    return True, ""
+
+
+def review(body: bytes) -> Obj:
+    """The AdmissionReview response for a request body; raises BadReview."""
+    request = _request(body)
+    allowed, message = verdict(request)
+    response: Obj = {"uid": request["uid"], "allowed": allowed}
+    if not allowed:
+        response["status"] = {"code": 403, "reason": "Forbidden", "message": message}
+    return {"apiVersion": API_VERSION, "kind": "AdmissionReview", "response": response}
