@@ -197,7 +197,8 @@ async def test_inference_service_and_quota(webhook: WebhookServer, ca: trustme.C
             "request.uid is required",
         ),
         (
-            '{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": 7}}',
+            '{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", '
+            '"request": {"uid": 7}}',
             "request.uid is required",
         ),
         (b"\xff\xfe\x00garbage", "body is not JSON"),
