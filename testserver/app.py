@@ -20,8 +20,40 @@ from .selectors import field_matcher, label_matcher
 from .simulator import ClusterSimulator
 from .storage import Obj, Storage, StorageError, WatchEvent
 
-# Built-in kinds whose status is a subresource (writes to the main resource keep it).
-_WITHOUT_STATUS = {"events", "leases", "secrets", "resourceclaimtemplates", "deviceclasses"}
+# Kinds a cluster serves beyond those the controller uses: what a chart installs.
+EXTRA_BUILTINS = (
+    ResourceType("", "v1", "serviceaccounts", "ServiceAccount"),
+    ResourceType("", "v1", "configmaps", "ConfigMap"),
+    ResourceType("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False),
+    ResourceType(
+        "rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", False
+    ),
+    ResourceType("rbac.authorization.k8s.io", "v1", "roles", "Role"),
+    ResourceType("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding"),
+    ResourceType(
+        "admissionregistration.k8s.io",
+        "v1",
+        "validatingwebhookconfigurations",
+        "ValidatingWebhookConfiguration",
+        False,
+    ),
+)
+# Built-in kinds whose status is not a subresource.
+_WITHOUT_STATUS = {
+    "events",
+    "leases",
+    "secrets",
+    "resourceclaimtemplates",
+    "deviceclasses",
+    "serviceaccounts",
+    "configmaps",
+    "clusterroles",
+    "clusterrolebindings",
+    "roles",
+    "rolebindings",
+    "validatingwebhookconfigurations",
+}
+VERBS = ["create", "delete", "get", "list", "patch", "update", "watch"]
 
 
 @dataclass
@@ -60,7 +92,7 @@ class ApiServer:
         self.bookmark_interval = bookmark_interval
         self.faults = FaultBook()
         self.types: dict[tuple[str, str, str], Registered] = {}
-        for rt in BUILTIN_TYPES:
+        for rt in (*BUILTIN_TYPES, *EXTRA_BUILTINS):
             self.register(rt, has_status=rt.plural not in _WITHOUT_STATUS)
         storage.listeners.append(self._on_crd_event)
 
@@ -122,7 +154,11 @@ class ApiServer:
         if fault and fault.status:
             return error_response(fault.status, "InternalError", f"injected fault {fault.status}")
         try:
+            if request.method == "GET" and (listing := self.discovery(request.path)):
+                return web.json_response(listing)
             target = self.resolve(request.path)
+            if request.query.get("dryRun") == "All" and request.method != "GET":
+                return await self.dry_run(request, target)
             if request.method == "GET":
                 if watch:
                     return await self.watch(request, target, fault)
@@ -139,6 +175,91 @@ class ApiServer:
             return error_response(405, "MethodNotAllowed", request.method)
         except StorageError as e:
             return error_response(e.code, e.reason, e.message)
+
+    # -- discovery, as kubectl needs it --------------------------------------------
+
+    def groups(self) -> dict[str, list[str]]:
+        found: dict[str, list[str]] = {}
+        for group, version, _ in self.types:
+            versions = found.setdefault(group, [])
+            if version not in versions:
+                versions.append(version)
+        return found
+
+    def discovery(self, path: str) -> Obj | None:
+        parts = [p for p in path.split("/") if p]
+        if parts == ["api"]:
+            return {
+                "kind": "APIVersions",
+                "versions": ["v1"],
+                "serverAddressByClientCIDRs": [
+                    {"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}
+                ],
+            }
+        if parts == ["apis"]:
+            groups = [
+                {
+                    "name": g,
+                    "versions": [{"groupVersion": f"{g}/{v}", "version": v} for v in vs],
+                    "preferredVersion": {"groupVersion": f"{g}/{vs[0]}", "version": vs[0]},
+                }
+                for g, vs in sorted(self.groups().items())
+                if g
+            ]
+            return {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}
+        if parts == ["api", "v1"]:
+            group, version = "", "v1"
+        elif len(parts) == 3 and parts[0] == "apis":
+            group, version = parts[1], parts[2]
+        else:
+            return None
+        resources = []
+        for (g, v, plural), reg in sorted(self.types.items()):
+            if (g, v) != (group, version):
+                continue
+            resources.append(
+                {
+                    "name": plural,
+                    "singularName": reg.rt.kind.lower(),
+                    "namespaced": reg.rt.namespaced,
+                    "kind": reg.rt.kind,
+                    "verbs": VERBS,
+                }
+            )
+            if reg.has_status:
+                resources.append(
+                    {
+                        "name": f"{plural}/status",
+                        "singularName": "",
+                        "namespaced": reg.rt.namespaced,
+                        "kind": reg.rt.kind,
+                        "verbs": ["get", "patch", "update"],
+                    }
+                )
+        if not resources:
+            return None
+        return {
+            "kind": "APIResourceList",
+            "apiVersion": "v1",
+            "groupVersion": f"{group}/{version}" if group else version,
+            "resources": resources,
+        }
+
+    async def dry_run(self, request: web.Request, t: Target) -> web.Response:
+        """Validate a write as the real request would, and store nothing (dryRun=All)."""
+        body = await self.read_body(request)
+        if request.method == "DELETE":
+            return web.json_response(self.storage.get(t.reg.rt, t.namespace or "", t.name or ""))
+        obj = self._check_body(t, body)
+        if request.method == "POST" and t.reg.rt.namespaced and not t.namespace:
+            raise StorageError(400, "BadRequest", "a namespace is required to create")
+        meta = obj.setdefault("metadata", {})
+        if not meta.get("name") and not meta.get("generateName"):
+            raise StorageError(422, "Invalid", "metadata.name: Required value")
+        if t.reg.rt.namespaced:
+            meta["namespace"] = t.namespace
+        obj["apiVersion"], obj["kind"] = t.reg.rt.api_version, t.reg.rt.kind
+        return web.json_response(obj, status=201 if request.method == "POST" else 200)
 
     @staticmethod
     async def read_body(request: web.Request) -> Any:
@@ -440,6 +561,8 @@ def make_app(
 
     app.router.add_get("/version", version)
     app.router.add_get("/healthz", healthz)
+    app.router.add_get("/api", server.handle)
+    app.router.add_get("/apis", server.handle)
     app.router.add_route("*", "/_testserver/{action}", server.control)
     app.router.add_route("*", "/api/{tail:.*}", server.handle)
     app.router.add_route("*", "/apis/{tail:.*}", server.handle)

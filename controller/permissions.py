@@ -1,0 +1,37 @@
+"""The API permissions the controller needs, and nothing more.
+
+The Helm chart's ClusterRole and Role are checked against this list, and a test runs
+the controller and checks every request it made is covered by the chart's rules.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .resources import GROUP
+
+READ = ("get", "list", "watch")
+
+
+@dataclass(frozen=True)
+class Rule:
+    group: str
+    resources: tuple[str, ...]
+    verbs: tuple[str, ...]
+
+
+CLUSTER_RULES: tuple[Rule, ...] = (
+    Rule(GROUP, ("models", "inferenceservices", "gpuquotas"), READ),
+    Rule(GROUP, ("models/status", "inferenceservices/status", "gpuquotas/status"), ("patch",)),
+    # DRA objects are the user's: the controller only checks that they exist.
+    Rule("resource.k8s.io", ("resourceclaims", "resourceclaimtemplates"), READ),
+    Rule("apps", ("deployments",), (*READ, "create", "update")),
+    Rule("", ("services",), (*READ, "create", "update")),
+    # multiNode member pods are created directly, and replaced (deleted) when they change.
+    Rule("", ("pods",), (*READ, "create", "update", "delete")),
+    Rule("", ("events",), ("create", "patch")),
+)
+# In the controller's own namespace, for leader election only.
+LEADER_ELECTION_RULES: tuple[Rule, ...] = (
+    Rule("coordination.k8s.io", ("leases",), ("get", "create", "update")),
+)

@@ -1,0 +1,327 @@
+"""The Helm chart: rendered by Helm's own engine (helm-python-sdk, Helm v4), linted,
+applied with kubectl (server dry run against the test API server) and validated
+against Kubernetes' published JSON schemas.
+
+With a helm binary the same rendering is: helm template llmkube charts/llmkube -n llmkube-system
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import kubernetes_validate
+import pytest
+import yaml
+from helm_python.chart import Chart, lint
+
+from controller.manifests import CRD_DIR, EXAMPLES, load
+from controller.permissions import CLUSTER_RULES, LEADER_ELECTION_RULES, Rule
+from metrics import ControllerMetrics
+from testserver.process import ApiServerProcess
+from webhook.server import PATH
+
+Obj = dict[str, Any]
+CHART = Path(__file__).resolve().parent.parent / "charts" / "llmkube"
+NAMESPACE = "llmkube-system"
+KUBE_VERSION = "1.34"  # resource.k8s.io/v1 is served from 1.34 on
+
+
+def render(values: Obj | None = None) -> list[Obj]:
+    out = Chart.load(str(CHART)).render(values=values or {}, name="llmkube", namespace=NAMESPACE)
+    docs: list[Obj] = []
+    for path, text in sorted(out.items()):
+        if path.endswith(".yaml"):
+            docs.extend(load(text))
+    return docs
+
+
+def find(docs: list[Obj], kind: str, name: str | None = None) -> Obj:
+    matches = [d for d in docs if d["kind"] == kind and name in (None, d["metadata"]["name"])]
+    assert len(matches) == 1, f"{kind} {name}: {len(matches)} found"
+    return matches[0]
+
+
+def kinds(docs: list[Obj]) -> set[str]:
+    return {d["kind"] for d in docs}
+
+
+def controller_args(docs: list[Obj]) -> list[str]:
+    args: list[str] = find(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+    return args
+
+
+VARIANTS: list[Obj] = [
+    {},
+    {
+        "replicas": 3,
+        "metrics": {"serviceMonitor": {"enabled": True}},
+        "dashboard": {"enabled": True},
+    },
+    {
+        "webhook": {"enabled": False},
+        "watchNamespace": "team-a",
+        "serviceAccount": {"create": False},
+    },
+    {
+        "webhook": {
+            "certManager": {"enabled": False},
+            "certSecretName": "my-tls",
+            "caBundle": "LS0tLS1CRUdJTg==",
+        }
+    },
+]
+
+
+def test_lint_is_clean_for_every_variant() -> None:
+    for values in VARIANTS:
+        result = lint(str(CHART), values, strict=True, namespace=NAMESPACE)
+        assert result["errors"] == [], (values, result)
+        assert [m for m in result["messages"] if m["severity"] > 1] == [], (values, result)
+
+
+@pytest.mark.parametrize("values", VARIANTS)
+def test_rendered_manifests_match_kubernetes_schemas(values: Obj) -> None:
+    for doc in render(values):
+        if doc["apiVersion"].startswith(("monitoring.coreos.com", "cert-manager.io")):
+            continue  # third-party CRDs: not in Kubernetes' schemas; checked by kubectl below
+        kubernetes_validate.validate(doc, KUBE_VERSION, strict=True)
+
+
+def test_crds_and_examples_match_kubernetes_schemas() -> None:
+    for path in sorted(CRD_DIR.glob("*.yaml")):
+        for doc in load(path.read_text()):
+            kubernetes_validate.validate(doc, KUBE_VERSION, strict=True)
+    for path in sorted(EXAMPLES.glob("*.yaml")):
+        for doc in load(path.read_text()):
+            if doc["apiVersion"] == "resource.k8s.io/v1":
+                kubernetes_validate.validate(doc, KUBE_VERSION, strict=True)
+
+
+def crd_schema(kind: str) -> Obj:
+    for path in CRD_DIR.glob("*.yaml"):
+        crd = load(path.read_text())[0]
+        if crd["spec"]["names"]["kind"] == kind:
+            schema: Obj = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+            return schema
+    raise KeyError(kind)
+
+
+def validator(kind: str) -> jsonschema.Draft4Validator:
+    """CRD schemas are OpenAPI 3.0: draft 4 semantics (boolean exclusiveMinimum)."""
+    return jsonschema.Draft4Validator(crd_schema(kind))
+
+
+def test_examples_match_their_crd_schemas_and_bad_values_do_not() -> None:
+    for path in sorted(EXAMPLES.glob("*.yaml")):
+        for doc in load(path.read_text()):
+            if doc["apiVersion"].startswith("inference.llmkube.dev"):
+                validator(doc["kind"]).validate(doc)
+    model = next(d for d in load((EXAMPLES / "multi-gpu.yaml").read_text()) if d["kind"] == "Model")
+    model["spec"]["hardware"]["gpu"]["count"] = -1
+    with pytest.raises(jsonschema.ValidationError, match="-1 is less than the minimum of 1"):
+        validator("Model").validate(model)
+    model["spec"]["hardware"]["gpu"]["count"] = 2
+    model["spec"]["hardware"]["gpu"]["gpuSharing"] = "sliced"
+    with pytest.raises(jsonschema.ValidationError, match="'sliced' is not one of"):
+        validator("Model").validate(model)
+
+
+THIRD_PARTY_CRDS = [
+    ("monitoring.coreos.com", "servicemonitors", "ServiceMonitor"),
+    ("cert-manager.io", "issuers", "Issuer"),
+    ("cert-manager.io", "certificates", "Certificate"),
+]
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+async def test_kubectl_applies_every_variant_in_a_server_dry_run(tmp_path: Path) -> None:
+    server = await ApiServerProcess.start()
+    try:
+        crds = [
+            {
+                "apiVersion": "apiextensions.k8s.io/v1",
+                "kind": "CustomResourceDefinition",
+                "metadata": {"name": f"{plural}.{group}"},
+                "spec": {
+                    "group": group,
+                    "scope": "Namespaced",
+                    "names": {"plural": plural, "kind": kind},
+                    "versions": [{"name": "v1", "served": True, "storage": True}],
+                },
+            }
+            for group, plural, kind in THIRD_PARTY_CRDS
+        ]
+        (tmp_path / "third-party-crds.json").write_text(
+            json.dumps({"apiVersion": "v1", "kind": "List", "items": crds})
+        )
+        ok, out = await kubectl(server.url, "apply", "-f", str(tmp_path / "third-party-crds.json"))
+        assert ok, out
+        ok, out = await kubectl(server.url, "apply", "--dry-run=server", "-f", str(CRD_DIR))
+        assert ok, out
+        assert out.count("created (server dry run)") == 3
+        for i, values in enumerate(VARIANTS):
+            docs = render(values)
+            path = tmp_path / f"variant-{i}.yaml"
+            path.write_text(yaml.safe_dump_all(docs))
+            ok, out = await kubectl(server.url, "apply", "--dry-run=server", "-f", str(path))
+            assert ok, (values, out)
+            assert out.count("created (server dry run)") == len(docs), out
+    finally:
+        await server.stop()
+
+
+async def kubectl(server: str, *args: str) -> tuple[bool, str]:
+    # kubectl's client-side schema check needs the apiserver's OpenAPI document, which the
+    # test server does not serve; schemas are checked by test_rendered_manifests_* instead.
+    proc = await asyncio.create_subprocess_exec(
+        "kubectl",
+        "--server",
+        server,
+        *args,
+        "--validate=false",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    out, _ = await proc.communicate()
+    return proc.returncode == 0, out.decode()
+
+
+def test_leader_election_on_by_default_only_with_several_replicas() -> None:
+    one = render({})
+    assert "--leader-elect" not in controller_args(one)
+    assert "Role" not in kinds(one)
+    three = render({"replicas": 3})
+    assert "--leader-elect" in controller_args(three)
+    assert f"--lease-namespace={NAMESPACE}" in controller_args(three)
+    assert find(three, "Role")["metadata"]["namespace"] == NAMESPACE
+    assert "--leader-elect" not in controller_args(
+        render({"replicas": 3, "leaderElection": {"enabled": False}})
+    )
+    assert "--leader-elect" in controller_args(render({"leaderElection": {"enabled": True}}))
+
+
+def test_values_reach_the_deployment() -> None:
+    docs = render(
+        {
+            "image": {"repository": "registry.local/llmkube", "tag": "v9"},
+            "logLevel": "debug",
+            "workers": 8,
+            "watchNamespace": "team-a",
+            "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"memory": "2Gi"}},
+        }
+    )
+    pod = find(docs, "Deployment")["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    assert container["image"] == "registry.local/llmkube:v9"
+    assert {"--log-level=debug", "--workers=8", "--namespace=team-a"} <= set(container["args"])
+    assert container["resources"] == {
+        "requests": {"cpu": "1", "memory": "1Gi"},
+        "limits": {"memory": "2Gi"},
+    }
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert pod["securityContext"]["runAsNonRoot"] is True
+
+
+def rules_of(role: Obj) -> set[tuple[str, str, str]]:
+    return {
+        (g, r, v)
+        for rule in role["rules"]
+        for g in rule["apiGroups"]
+        for r in rule["resources"]
+        for v in rule["verbs"]
+    }
+
+
+def expand(rules: tuple[Rule, ...]) -> set[tuple[str, str, str]]:
+    return {(r.group, res, v) for r in rules for res in r.resources for v in r.verbs}
+
+
+def test_rbac_is_exactly_what_the_controller_declares() -> None:
+    docs = render({"replicas": 2})
+    assert rules_of(find(docs, "ClusterRole")) == expand(CLUSTER_RULES)
+    assert rules_of(find(docs, "Role")) == expand(LEADER_ELECTION_RULES)
+    # DRA claims are the user's: read only.
+    dra = {(r, v) for g, r, v in rules_of(find(docs, "ClusterRole")) if g == "resource.k8s.io"}
+    assert {v for _, v in dra} == {"get", "list", "watch"}
+    binding = find(docs, "ClusterRoleBinding")
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "llmkube", "namespace": NAMESPACE}
+    ]
+
+
+def test_webhook_configuration_targets_the_served_path_and_kinds() -> None:
+    docs = render({})
+    config = find(docs, "ValidatingWebhookConfiguration")
+    hook = config["webhooks"][0]
+    assert hook["clientConfig"]["service"] == {
+        "name": "llmkube",
+        "namespace": NAMESPACE,
+        "path": PATH,
+        "port": 443,
+    }
+    assert hook["admissionReviewVersions"] == ["v1"] and hook["sideEffects"] == "None"
+    assert hook["rules"][0]["resources"] == ["models", "inferenceservices", "gpuquotas"]
+    assert config["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == (
+        f"{NAMESPACE}/llmkube-webhook"
+    )
+    cert = find(docs, "Certificate")
+    volume = find(docs, "Deployment")["spec"]["template"]["spec"]["volumes"][0]
+    assert volume["secret"]["secretName"] == cert["spec"]["secretName"]
+    assert "llmkube.llmkube-system.svc" in cert["spec"]["dnsNames"]
+    service_ports = {p["name"]: p for p in find(docs, "Service")["spec"]["ports"]}
+    assert service_ports["webhook"]["port"] == 443
+    assert kinds(render({"webhook": {"enabled": False}})).isdisjoint(
+        {"ValidatingWebhookConfiguration", "Certificate", "Issuer"}
+    )
+    with pytest.raises(Exception, match="certSecretName is required when"):
+        render({"webhook": {"certManager": {"enabled": False}, "caBundle": "Y2E="}})
+    with pytest.raises(Exception, match="caBundle is required when"):
+        render({"webhook": {"certManager": {"enabled": False}, "certSecretName": "tls"}})
+
+
+def test_service_monitor_and_dashboard_are_values_gated() -> None:
+    assert kinds(render({})).isdisjoint({"ServiceMonitor", "ConfigMap"})
+    docs = render(
+        {
+            "metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prom"}}},
+            "dashboard": {"enabled": True},
+        }
+    )
+    monitor = find(docs, "ServiceMonitor")
+    assert monitor["metadata"]["labels"]["release"] == "prom"
+    assert monitor["spec"]["endpoints"][0]["port"] == "http-metrics"
+    assert monitor["spec"]["selector"]["matchLabels"] == find(docs, "Service")["spec"]["selector"]
+    dashboard = find(docs, "ConfigMap")
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert json.loads(dashboard["data"]["llmkube-controller.json"])["uid"] == "llmkube-controller"
+
+
+def test_dashboard_queries_only_exported_metrics() -> None:
+    dashboard = json.loads((CHART / "files" / "dashboard.json").read_text())
+    suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_count", "_sum"), "gauge": ("",)}
+    exported = {
+        family.name + suffix
+        for family in ControllerMetrics().registry.collect()
+        for suffix in suffixes[family.type]
+    }
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    used = {
+        m for e in exprs for m in re.findall(r"\b((?:workqueue|controller_runtime|leader)_\w+)", e)
+    }
+    assert used, "the dashboard queries nothing"
+    assert used <= exported, used - exported
+    families = {re.sub(r"_(bucket|total|count|sum)$", "", m) for m in used}
+    assert {
+        "workqueue_depth",
+        "workqueue_adds",
+        "workqueue_retries",
+        "controller_runtime_reconcile",
+        "controller_runtime_reconcile_errors",
+        "controller_runtime_reconcile_time_seconds",
+    } <= families

@@ -1,0 +1,115 @@
+"""Every request the controller makes in a broad scenario is allowed by the chart's RBAC."""
+
+from __future__ import annotations
+
+from controller.kube import KubeClient
+from controller.manifests import EXAMPLES, apply_text
+from controller.resources import DEPLOYMENT, INFERENCE_SERVICE
+from testserver.process import ApiServerProcess
+
+from .conftest import TEMPLATE_YAML, eventually, manager_for, model_yaml, wait_condition
+from .test_chart import render, rules_of
+
+VERB_OF = {
+    "GET": "get",
+    "POST": "create",
+    "PUT": "update",
+    "PATCH": "patch",
+    "DELETE": "delete",
+    "WATCH": "watch",
+}
+
+
+def permission(entry: str) -> tuple[str, str, str]:
+    """'PUT /apis/apps/v1/namespaces/d/deployments/x' -> ('apps', 'deployments', 'update')."""
+    method, path = entry.split(" ", 1)
+    parts = [p for p in path.split("/") if p]
+    group, rest = ("", parts[2:]) if parts[0] == "api" else (parts[1], parts[3:])
+    if rest and rest[0] == "namespaces" and len(rest) >= 3:
+        rest = rest[2:]
+    resource = rest[0] + ("/" + rest[2] if len(rest) == 3 else "")
+    verb = VERB_OF[method]
+    if verb == "get" and len(rest) == 1:
+        verb = "list"
+    return group, resource, verb
+
+
+async def test_controller_requests_are_covered_by_the_chart_rbac(
+    kube: KubeClient, apiserver: ApiServerProcess
+) -> None:
+    await apiserver.control("DELETE", "requests")
+    manager = manager_for(kube, leader_election=True, lease_namespace="llmkube-system")
+    await manager.start()
+    try:
+        await manager.wait_synced()
+        for example in ("single-gpu.yaml", "multi-gpu.yaml"):
+            await apply_text(kube, (EXAMPLES / example).read_text())
+        await apply_text(kube, TEMPLATE_YAML.format(name="one-gpu", count=1))
+        await apply_text(
+            kube,
+            model_yaml(
+                "multi", "      enabled: true\n      count: 1", "  multiNode: {nodes: [a, b]}"
+            ),
+        )
+        await apply_text(
+            kube,
+            """
+apiVersion: inference.llmkube.dev/v1alpha1
+kind: InferenceService
+metadata: {name: multi}
+spec: {modelRef: multi, runtime: vllm}
+---
+apiVersion: inference.llmkube.dev/v1alpha1
+kind: GPUQuota
+metadata: {name: q}
+spec: {limit: 1}
+""",
+        )
+        await wait_condition(kube, INFERENCE_SERVICE, "qwen3-32b", "QuotaAdmitted", "False")
+        await apply_text(
+            kube,
+            model_yaml("multi", "      enabled: true\n      count: 1", "  multiNode: {nodes: [a]}"),
+        )
+        await apply_text(kube, model_yaml("qwen3-32b", "      enabled: true\n      count: 2"))
+
+        async def updated() -> bool:
+            d = await kube.get(DEPLOYMENT, "default", "qwen3-32b")
+            return bool(d and "resourceClaims" not in d["spec"]["template"]["spec"])
+
+        await eventually(updated, what="Deployment updated")
+        await manager.wait_idle()
+    finally:
+        await manager.stop()
+    requests = await apiserver.requests()
+    ours = [e for e in requests if "/_testserver" not in e]
+    # The test's own writes (apply_text) go to the same server: only count the controller's
+    # verbs on the resources it touches, which the test itself never writes.
+    used = {permission(e) for e in ours}
+    allowed = rules_of(next(d for d in render({"replicas": 2}) if d["kind"] == "ClusterRole"))
+    allowed |= rules_of(next(d for d in render({"replicas": 2}) if d["kind"] == "Role"))
+    test_writes = {
+        ("inference.llmkube.dev", r, v)
+        for r in ("models", "inferenceservices", "gpuquotas", "customresourcedefinitions")
+        for v in ("create", "update", "get")
+    }
+    test_writes |= {
+        ("resource.k8s.io", "resourceclaimtemplates", v) for v in ("create", "update", "get")
+    }
+    test_writes |= {
+        ("apps", "deployments", "get"),
+        ("apiextensions.k8s.io", "customresourcedefinitions", "get"),
+    }
+    test_writes |= {("apiextensions.k8s.io", "customresourcedefinitions", "create")}
+    missing = used - allowed - test_writes
+    assert not missing, f"requests the chart's RBAC would forbid: {sorted(missing)}"
+    # The scenario exercised the interesting verbs, so the check above means something.
+    for needed in [
+        ("apps", "deployments", "update"),
+        ("", "pods", "delete"),
+        ("", "pods", "create"),
+        ("", "events", "create"),
+        ("inference.llmkube.dev", "gpuquotas/status", "patch"),
+        ("coordination.k8s.io", "leases", "create"),
+        ("resource.k8s.io", "resourceclaimtemplates", "watch"),
+    ]:
+        assert needed in used, needed
