@@ -102,6 +102,7 @@ class Informer:
         self.handlers: list[Handler] = []
         self.synced = asyncio.Event()
         self.last_rv = ""
+        self._progress = 0  # events the current watch delivered
         # Counters that tests and benchmarks read: how often the loop had to start over.
         self.lists = 0
         self.watches = 0
@@ -140,6 +141,8 @@ class Informer:
                 backoff = await self._sleep(backoff)
             except (aiohttp.ClientError, TimeoutError, ConnectionError, ValueError) as e:
                 self.log.warning("watch connection lost", error=repr(e), rv=self.last_rv)
+                if self._progress:  # it was working: a dropped link, not a failing server
+                    backoff = self.min_backoff
                 backoff = await self._sleep(backoff)
 
     async def _sleep(self, backoff: float) -> float:
@@ -168,6 +171,7 @@ class Informer:
 
     async def _watch(self) -> None:
         self.watches += 1
+        self._progress = 0
         stream = self.client.watch(
             self.rt,
             self.last_rv,
@@ -194,3 +198,4 @@ class Informer:
             elif type_ == DELETED:
                 self._dispatch(Event(DELETED, obj, self.store.remove(obj)))
             self.last_rv = resource_version(obj) or self.last_rv
+            self._progress += 1

@@ -59,7 +59,12 @@ class KubeClient:
 
     @classmethod
     async def connect(
-        cls, server: str | None = None, kubeconfig: str | None = None, *, token: str | None = None
+        cls,
+        server: str | None = None,
+        kubeconfig: str | None = None,
+        *,
+        token: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
     ) -> KubeClient:
         """An explicit server URL (tests, the demo), else in-cluster config, else kubeconfig."""
         configuration = k8s_client.Configuration()
@@ -74,7 +79,7 @@ class KubeClient:
                 await k8s_config.load_kube_config(
                     config_file=kubeconfig, client_configuration=configuration
                 )
-        return cls(k8s_client.ApiClient(configuration))
+        return cls(k8s_client.ApiClient(configuration), timeout=timeout)
 
     async def close(self) -> None:
         await self.api.close()

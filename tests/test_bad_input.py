@@ -1,0 +1,214 @@
+"""Bad input never kills a worker: each object gets a clear condition, and work goes on.
+
+The test API server, like a cluster whose CRDs are older than the controller, stores
+whatever it is sent, so these objects reach the reconcilers unvalidated.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from controller.kube import KubeClient
+from controller.manager import Manager
+from controller.manifests import apply_text
+from controller.resources import DEPLOYMENT, GPU_QUOTA, INFERENCE_SERVICE, MODEL
+
+from .conftest import condition, model_yaml, wait_condition
+
+Obj = dict[str, Any]
+
+
+def obj(kind: str, name: str, spec: Any) -> Obj:
+    return {
+        "apiVersion": "inference.llmkube.dev/v1alpha1",
+        "kind": kind,
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": spec,
+    }
+
+
+BAD_MODELS: list[tuple[str, Any, str]] = [
+    ("spec-string", "cuda please", "spec: must be an object"),
+    ("spec-null", None, "spec.source: required"),
+    ("hardware-list", {"source": "s", "hardware": ["cuda"]}, "spec.hardware: must be an object"),
+    (
+        "claims-dict",
+        {"source": "s", "hardware": {"gpu": {"resourceClaims": {"name": "g"}}}},
+        "spec.hardware.gpu.resourceClaims: must be a list",
+    ),
+    (
+        "claim-string",
+        {"source": "s", "hardware": {"gpu": {"resourceClaims": ["one-gpu"]}}},
+        "spec.hardware.gpu.resourceClaims[0]: must be an object",
+    ),
+    (
+        "count-negative",
+        {"source": "s", "hardware": {"gpu": {"enabled": True, "count": -2}}},
+        "spec.hardware.gpu.count: must be at least 1, got -2",
+    ),
+    (
+        "count-huge",
+        {"source": "s", "hardware": {"gpu": {"enabled": True, "count": 10**12}}},
+        "spec.hardware.gpu.count: must be at most 64",
+    ),
+    (
+        "count-text",
+        {"source": "s", "hardware": {"gpu": {"enabled": True, "count": "two"}}},
+        "spec.hardware.gpu.count: must be an integer",
+    ),
+    (
+        "count-float",
+        {"source": "s", "hardware": {"gpu": {"enabled": True, "count": 1.5}}},
+        "spec.hardware.gpu.count: must be an integer",
+    ),
+    (
+        "vendor-unknown",
+        {"source": "s", "hardware": {"gpu": {"enabled": True, "vendor": "acme"}}},
+        "spec.hardware.gpu.vendor: 'acme' is not one of nvidia, amd, intel",
+    ),
+    (
+        "multinode-empty",
+        {"source": "s", "multiNode": {"nodes": []}},
+        "spec.multiNode.nodes: list the nodes to pin member pods to",
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "spec", "message"), BAD_MODELS, ids=[b[0] for b in BAD_MODELS])
+async def test_bad_models_get_invalid_spec(
+    kube: KubeClient, controller: Manager, name: str, spec: Any, message: str
+) -> None:
+    await kube.create(MODEL, obj("Model", name, spec))
+    m = await wait_condition(kube, MODEL, name, "AcceleratorReady", "False", "InvalidSpec")
+    assert message in condition(m, "AcceleratorReady")["message"]  # type: ignore[index]
+    assert_workers_healthy(controller)
+
+
+BAD_SERVICES: list[tuple[str, Any, str, str]] = [
+    (
+        "runtime-unknown",
+        {"modelRef": "ok", "runtime": "ollama"},
+        "InvalidSpec",
+        "spec.runtime: 'ollama' is not one of vllm, sglang, tgi, llamacpp",
+    ),
+    (
+        "replicas-negative",
+        {"modelRef": "ok", "replicas": -1},
+        "InvalidSpec",
+        "spec.replicas: must be at least 0, got -1",
+    ),
+    ("no-model-ref", {"runtime": "vllm"}, "InvalidSpec", "spec.modelRef: required"),
+    (
+        "model-ref-object",
+        {"modelRef": {"name": "ok"}},
+        "InvalidSpec",
+        "spec.modelRef: must be a non-empty string",
+    ),
+    (
+        "missing-model",
+        {"modelRef": "nowhere"},
+        "ModelNotFound",
+        "Model 'nowhere' not found in namespace default",
+    ),
+    (
+        "bad-model",
+        {"modelRef": "count-bad"},
+        "ModelInvalid",
+        "Model 'count-bad' is invalid: spec.hardware.gpu.count: must be at least 1, got -1",
+    ),
+    (
+        "extra-args-dict",
+        {"modelRef": "ok", "extraArgs": {"--tp": 2}},
+        "InvalidSpec",
+        "spec.extraArgs: must be a list of strings",
+    ),
+    (
+        "gpu-negative",
+        {"modelRef": "ok", "resources": {"gpu": -1}},
+        "InvalidSpec",
+        "spec.resources.gpu: must be at least 0, got -1",
+    ),
+    (
+        "utilization-high",
+        {"modelRef": "ok", "runtime": "vllm", "vllmConfig": {"gpuMemoryUtilization": 3}},
+        "InvalidSpec",
+        "spec.vllmConfig.gpuMemoryUtilization: must be at most 1, got 3",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "spec", "reason", "message"), BAD_SERVICES, ids=[b[0] for b in BAD_SERVICES]
+)
+async def test_bad_services_get_a_clear_condition(
+    kube: KubeClient, controller: Manager, name: str, spec: Any, reason: str, message: str
+) -> None:
+    await kube.create(
+        MODEL, obj("Model", "ok", {"source": "s", "hardware": {"accelerator": "cpu"}})
+    )
+    await kube.create(
+        MODEL,
+        obj(
+            "Model",
+            "count-bad",
+            {"source": "s", "hardware": {"gpu": {"enabled": True, "count": -1}}},
+        ),
+    )
+    await kube.create(INFERENCE_SERVICE, obj("InferenceService", name, spec))
+    isvc = await wait_condition(kube, INFERENCE_SERVICE, name, "Ready", "False", reason)
+    assert message in condition(isvc, "Ready")["message"]  # type: ignore[index]
+    assert await kube.get(DEPLOYMENT, "default", name) is None
+    assert_workers_healthy(controller)
+
+
+async def test_bad_quota_gets_invalid_spec(kube: KubeClient, controller: Manager) -> None:
+    await kube.create(GPU_QUOTA, obj("GPUQuota", "q", {"limit": "lots"}))
+    q = await wait_condition(kube, GPU_QUOTA, "q", "Ready", "False", "InvalidSpec")
+    assert condition(q, "Ready")["message"] == "spec.limit: must be an integer"  # type: ignore[index]
+
+
+async def test_huge_objects_flow_through_watch_and_reconcile(
+    kube: KubeClient, controller: Manager
+) -> None:
+    # About 2 MB on one watch line: far past aiohttp's default line limit.
+    source = "https://example.com/" + "x" * 2_000_000 + ".gguf"
+    await kube.create(
+        MODEL, obj("Model", "huge", {"source": source, "hardware": {"accelerator": "cpu"}})
+    )
+    extra = [f"--flag-{i}=value" for i in range(20_000)]
+    await kube.create(
+        INFERENCE_SERVICE, obj("InferenceService", "huge", {"modelRef": "huge", "extraArgs": extra})
+    )
+    await wait_condition(kube, MODEL, "huge", "AcceleratorReady", "True", timeout=20)
+    await wait_condition(kube, INFERENCE_SERVICE, "huge", "ModelResolved", "True", timeout=20)
+    dep = await kube.get(DEPLOYMENT, "default", "huge")
+    assert dep is not None
+    assert dep["spec"]["template"]["spec"]["containers"][0]["args"][-1] == "--flag-19999=value"
+    assert_workers_healthy(controller)
+
+
+async def test_work_goes_on_after_bad_input(kube: KubeClient, controller: Manager) -> None:
+    for name, spec, _ in BAD_MODELS:
+        await kube.create(MODEL, obj("Model", name, spec))
+    await apply_text(kube, model_yaml("good", "      enabled: true\n      count: 1"))
+    await wait_condition(kube, MODEL, "good", "AcceleratorReady", "True", "DevicePlugin")
+    for name, _, _ in BAD_MODELS:
+        await wait_condition(kube, MODEL, name, "AcceleratorReady", "False", "InvalidSpec")
+    await controller.wait_idle()
+    assert_workers_healthy(controller)
+    # Invalid specs are final until the user edits them: no retry storm.
+    assert controller.queue.waiting == 0
+
+
+def assert_workers_healthy(manager: Manager) -> None:
+    panics = [
+        s
+        for family in manager.metrics.registry.collect()
+        if family.name == "controller_runtime_reconcile_panics"
+        for s in family.samples
+        if s.name.endswith("_total") and s.value
+    ]
+    assert panics == [], panics
+    assert manager._workers and not any(w.done() for w in manager._workers)

@@ -1,0 +1,226 @@
+"""API faults: the controller converges, loses no update, and retries on backoff."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+
+from controller.kube import KubeClient
+from controller.manager import Manager
+from controller.manifests import EXAMPLES, apply_text
+from controller.resources import DEPLOYMENT, INFERENCE_SERVICE, MODEL
+from testserver.process import ApiServerProcess
+
+from .conftest import eventually, manager_for, model_yaml, reconciles, wait_condition
+
+Obj = dict[str, object]
+DEPLOYMENTS = "/apis/apps/v1/namespaces/default/deployments"
+
+
+async def converged(kube: KubeClient, timeout: float = 20.0) -> None:
+    """The multi-GPU seed example is fully served: Deployment with TP 2, status written."""
+
+    async def deployment_ok() -> bool:
+        d = await kube.get(DEPLOYMENT, "default", "qwen3-32b")
+        if not d:
+            return False
+        args = d["spec"]["template"]["spec"]["containers"][0]["args"]
+        return bool(args[args.index("--tensor-parallel-size") + 1] == "2")
+
+    await eventually(deployment_ok, timeout, what="Deployment with --tensor-parallel-size 2")
+    await wait_condition(
+        kube, INFERENCE_SERVICE, "qwen3-32b", "ModelResolved", "True", timeout=timeout
+    )
+    await wait_condition(kube, MODEL, "qwen3-32b", "AcceleratorReady", "True", timeout=timeout)
+
+
+@pytest.fixture
+async def fast_client(apiserver: ApiServerProcess) -> AsyncIterator[KubeClient]:
+    """A client that gives up on a request after half a second."""
+    client = await KubeClient.connect(apiserver.url, timeout=0.5)
+    yield client
+    await client.close()
+
+
+async def test_server_errors_are_retried_until_they_pass(
+    kube: KubeClient, apiserver: ApiServerProcess, controller: Manager
+) -> None:
+    await apiserver.fault(path=DEPLOYMENTS, method="POST", status=500, times=3)
+    await apiserver.fault(path="/status$", method="PATCH", status=503, times=4)
+    await apply_text(kube, (EXAMPLES / "multi-gpu.yaml").read_text())
+    await converged(kube)
+    assert reconciles(controller, "inferenceservice", "error") >= 3
+
+
+async def test_timeouts_are_retried(
+    kube: KubeClient, fast_client: KubeClient, apiserver: ApiServerProcess
+) -> None:
+    # Slower than the client waits: each of these requests times out on the client side.
+    await apiserver.fault(path=DEPLOYMENTS, method="POST", delay=1.5, times=2)
+    manager = manager_for(fast_client)
+    await manager.start()
+    try:
+        await manager.wait_synced()
+        await apply_text(kube, (EXAMPLES / "multi-gpu.yaml").read_text())
+        await converged(kube)
+        assert reconciles(manager, "inferenceservice", "error") >= 1
+    finally:
+        await manager.stop()
+
+
+async def test_conflicts_on_update_are_resolved(
+    kube: KubeClient, apiserver: ApiServerProcess, controller: Manager
+) -> None:
+    await apply_text(kube, (EXAMPLES / "multi-gpu.yaml").read_text())
+    await converged(kube)
+    # Every update of the Deployment answers 409 five times in a row.
+    await apiserver.fault(path=f"{DEPLOYMENTS}/qwen3-32b$", method="PUT", status=409, times=5)
+    await apply_text(
+        kube,
+        model_yaml(
+            "qwen3-32b",
+            """\
+      enabled: true
+      count: 4
+      resourceClaims:
+        - {name: gpus, resourceClaimTemplateName: two-gpus}""",
+        ),
+    )
+
+    async def updated() -> bool:
+        d = await kube.get(DEPLOYMENT, "default", "qwen3-32b")
+        args = (
+            (d or {})
+            .get("spec", {})
+            .get("template", {})
+            .get("spec", {})
+            .get("containers", [{}])[0]
+            .get("args", [])
+        )
+        return "4" in args
+
+    await eventually(updated, timeout=15, what="the update after five conflicts")
+
+
+async def test_real_conflicts_with_a_concurrent_writer(
+    kube: KubeClient, controller: Manager
+) -> None:
+    """Someone else keeps writing the Deployment while the controller must update it."""
+    await apply_text(kube, (EXAMPLES / "multi-gpu.yaml").read_text())
+    await converged(kube)
+    stop = asyncio.Event()
+
+    async def meddle() -> None:
+        i = 0
+        while not stop.is_set():
+            i += 1
+            await kube.patch(
+                DEPLOYMENT,
+                "default",
+                "qwen3-32b",
+                {"metadata": {"annotations": {"meddler": str(i)}}},
+            )
+            await asyncio.sleep(0.002)
+
+    meddler = asyncio.create_task(meddle())
+    try:
+        await apply_text(
+            kube,
+            (EXAMPLES / "multi-gpu.yaml").read_text().replace("runtime: vllm", "runtime: sglang"),
+        )
+
+        async def sglang() -> bool:
+            d = await kube.get(DEPLOYMENT, "default", "qwen3-32b")
+            assert d is not None
+            return "--tp" in d["spec"]["template"]["spec"]["containers"][0]["args"]
+
+        await eventually(sglang, timeout=15, what="the switch to sglang")
+    finally:
+        stop.set()
+        await meddler
+    d = await kube.get(DEPLOYMENT, "default", "qwen3-32b")
+    assert d is not None and d["metadata"]["annotations"]["meddler"], "their annotation is kept"
+
+
+async def test_watch_streams_cut_mid_event_lose_nothing(
+    kube: KubeClient, apiserver: ApiServerProcess, controller: Manager
+) -> None:
+    # The next twenty watch streams of any resource are cut after one event each.
+    await apiserver.fault(path="^/api", watch=True, cut_after=1, times=20)
+    await apiserver.control("POST", "expire-watches")
+    for i in range(10):
+        await apply_text(kube, model_yaml(f"m{i}", "      enabled: true\n      count: 1"))
+    await apply_text(kube, (EXAMPLES / "multi-gpu.yaml").read_text())
+    await converged(kube)
+    for i in range(10):
+        await wait_condition(kube, MODEL, f"m{i}", "AcceleratorReady", "True")
+
+
+async def test_gone_while_disconnected_relists_and_sees_deletions(
+    kube: KubeClient, apiserver: ApiServerProcess, controller: Manager
+) -> None:
+    await apply_text(kube, (EXAMPLES / "multi-gpu.yaml").read_text())
+    await converged(kube)
+    # Watches fail for a while; meanwhile the Model is deleted and history is compacted.
+    await apiserver.fault(watch=True, status=500, times=-1)
+    await apiserver.control("POST", "expire-watches")
+    await kube.delete(MODEL, "default", "qwen3-32b")
+    await apiserver.control("POST", "compact")
+    await apiserver.control("DELETE", "faults")
+    isvc = await wait_condition(
+        kube, INFERENCE_SERVICE, "qwen3-32b", "ModelResolved", "False", "ModelNotFound", timeout=20
+    )
+    assert isvc["status"]["phase"] == "Pending"
+    informer = controller.cache.informers[MODEL]
+    assert informer.lists >= 2
+
+
+async def test_slow_apiserver_still_converges(
+    kube: KubeClient, apiserver: ApiServerProcess, controller: Manager
+) -> None:
+    await apiserver.fault(path="^/api", method="PATCH", delay=0.2, times=-1)
+    await apiserver.fault(path="^/api", method="PUT", delay=0.2, times=-1)
+    await apply_text(kube, (EXAMPLES / "multi-gpu.yaml").read_text())
+    await converged(kube)
+
+
+async def test_restart_mid_reconcile_converges(
+    kube: KubeClient, apiserver: ApiServerProcess
+) -> None:
+    # Status writes hang long enough for the controller to be stopped with them in flight.
+    await apiserver.fault(path="/status$", method="PATCH", delay=3, times=-1)
+    first = manager_for(kube)
+    await first.start()
+    await first.wait_synced()
+    await apply_text(kube, (EXAMPLES / "multi-gpu.yaml").read_text())
+    await eventually(lambda: asyncio.sleep(0, first.queue.processing > 0), what="work in flight")
+    await first.stop()
+    await apiserver.control("DELETE", "faults")
+    second = manager_for(kube)
+    await second.start()
+    try:
+        await converged(kube)
+    finally:
+        await second.stop()
+
+
+async def test_a_persistent_failure_backs_off_instead_of_hot_looping(
+    kube: KubeClient, apiserver: ApiServerProcess, controller: Manager
+) -> None:
+    await apiserver.fault(path="/models/stuck/status$", method="PATCH", status=500, times=-1)
+    await apply_text(kube, model_yaml("stuck", "      enabled: true\n      count: 1"))
+    await apiserver.control("DELETE", "requests")
+    await asyncio.sleep(2.0)
+    attempts = (await apiserver.requests()).get(
+        "PATCH /apis/inference.llmkube.dev/v1alpha1/namespaces/default/models/stuck/status", 0
+    )
+    # 5 ms doubling: within 2 s about nine tries (5 ms * 2**9 = 2.6 s), never hundreds.
+    assert 3 <= attempts <= 12, attempts
+    # Other objects are not held up by the stuck one.
+    await apply_text(kube, model_yaml("fine", "      enabled: true\n      count: 1"))
+    await wait_condition(kube, MODEL, "fine", "AcceleratorReady", "True")
+    await apiserver.control("DELETE", "faults")
+    # Once the fault clears, the next retry succeeds (the backoff is under 20 s by now).
+    await wait_condition(kube, MODEL, "stuck", "AcceleratorReady", "True", timeout=25)
