@@ -106,12 +106,14 @@ class Informer:
         # Counters that tests and benchmarks read: how often the loop had to start over.
         self.lists = 0
         self.watches = 0
+        self.events = 0
         self.log = log.bind(resource=rt.plural)
 
     def add_handler(self, handler: Handler) -> None:
         self.handlers.append(handler)
 
     def _dispatch(self, event: Event) -> None:
+        self.events += 1
         for handler in self.handlers:
             try:
                 handler(event)
