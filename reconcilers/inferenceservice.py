@@ -28,6 +28,7 @@ from controller.resources import (
     object_key,
 )
 
+from .advice import advisories
 from .apply import NotOwned, ensure, replace_pod_if_changed
 from .claims import missing_claims, names_claim
 from .conditions import Condition
@@ -221,6 +222,7 @@ class InferenceServiceReconciler:
                     f"GPUQuota limit of {limit}",
                 )
             )
+        conditions += advisories(isvc, service, model)
         uid = isvc["metadata"]["uid"]
         model_name = service.model_ref
         try:

@@ -317,3 +317,63 @@ async def test_claims_run_where_a_gpu_limit_would_stay_pending(
     )
     assert "Insufficient nvidia.com/gpu" in condition(isvc, "Ready")["message"]  # type: ignore[index]
     assert await kube.get(SERVICE, "default", "plugin") is not None
+
+
+async def test_shared_claim_across_replicas_is_flagged_not_blocked(
+    kube: KubeClient, controller: Manager
+) -> None:
+    await kube.create(
+        RESOURCE_CLAIM,
+        {
+            "metadata": {"name": "gpu-claim", "namespace": "default"},
+            "spec": {"devices": {"requests": []}},
+        },
+    )
+    await apply_text(
+        kube,
+        model_yaml(
+            "m",
+            """\
+      enabled: true
+      resourceClaims:
+        - {name: gpu, resourceClaimName: gpu-claim}""",
+        ),
+    )
+    await apply_text(kube, isvc_yaml("svc", "m", extra="  replicas: 3"))
+    isvc = await wait_condition(
+        kube, INFERENCE_SERVICE, "svc", "ClaimsPerPod", "False", "SharedClaimAcrossReplicas"
+    )
+    assert "use resourceClaimTemplateName" in condition(isvc, "ClaimsPerPod")["message"]  # type: ignore[index]
+    dep = await deployment(kube, "svc")
+    assert dep["spec"]["replicas"] == 3
+    assert dep["spec"]["template"]["spec"]["resourceClaims"] == [
+        {"name": "gpu", "resourceClaimName": "gpu-claim"}
+    ]
+    await apply_text(kube, isvc_yaml("svc", "m", extra="  replicas: 1"))
+    await wait_condition(kube, INFERENCE_SERVICE, "svc", "ClaimsPerPod", "True")
+
+
+async def test_kueue_managed_service_with_count_next_to_claims_is_flagged(
+    kube: KubeClient, controller: Manager
+) -> None:
+    await apply_text(kube, TEMPLATE_YAML.format(name="two-gpus", count=2))
+    await apply_text(kube, model_yaml("m", CLAIMS_GPU))
+    kueue = isvc_yaml("svc", "m").replace(
+        "metadata: {name: svc}", "metadata: {name: svc, labels: {kueue.x-k8s.io/queue-name: q}}"
+    )
+    await apply_text(kube, kueue)
+    isvc = await wait_condition(
+        kube, INFERENCE_SERVICE, "svc", "KueueCompatible", "False", "CountWithClaims"
+    )
+    assert "leave count out" in condition(isvc, "KueueCompatible")["message"]  # type: ignore[index]
+    await apply_text(
+        kube,
+        model_yaml(
+            "m",
+            """\
+      enabled: true
+      resourceClaims:
+        - {name: gpus, resourceClaimTemplateName: two-gpus}""",
+        ),
+    )
+    await wait_condition(kube, INFERENCE_SERVICE, "svc", "KueueCompatible", "True")
