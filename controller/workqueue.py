@@ -29,6 +29,17 @@ class QueueShutDown(Exception):
     pass
 
 
+class _Series:
+    """One controller's children of the queue metrics."""
+
+    def __init__(self, m: WorkqueueMetrics, name: str, controller: str) -> None:
+        self.depth = m.depth.labels(name, controller)
+        self.adds = m.adds.labels(name, controller)
+        self.retries = m.retries.labels(name, controller)
+        self.queue_duration = m.queue_duration.labels(name, controller)
+        self.work_duration = m.work_duration.labels(name, controller)
+
+
 class RateLimitingQueue(Generic[K]):
     def __init__(
         self,
@@ -49,7 +60,7 @@ class RateLimitingQueue(Generic[K]):
         self._waiting: dict[K, tuple[float, asyncio.TimerHandle]] = {}
         self._has_items = asyncio.Event()
         self._shutting_down = False
-        self._known_controllers: set[str] = set()
+        self._bound: dict[str, _Series] = {}
 
     # -- introspection ---------------------------------------------------------
 
@@ -72,29 +83,33 @@ class RateLimitingQueue(Generic[K]):
 
     # -- adding ----------------------------------------------------------------
 
-    def _labels(self, item: K) -> tuple[str, str]:
+    def _series(self, item: K) -> _Series | None:
+        """The item's controller's metric series, bound once: label lookups are costly."""
+        if self.metrics is None:
+            return None
         controller = self.controller_of(item) or self.name
-        if self.metrics is not None and controller not in self._known_controllers:
-            self._known_controllers.add(controller)
+        series = self._bound.get(controller)
+        if series is None:
+            series = self._bound[controller] = _Series(self.metrics, self.name, controller)
             self._track_in_flight(controller)
-        return self.name, controller
+        return series
 
     def add(self, item: K) -> None:
         if self._shutting_down or item in self._dirty:
             return
-        labels = self._labels(item)
-        if self.metrics is not None:
-            self.metrics.adds.labels(*labels).inc()
+        series = self._series(item)
+        if series is not None:
+            series.adds.inc()
         self._dirty.add(item)
         if item in self._processing:
             return  # queued again by done()
-        self._push(item, labels)
+        self._push(item, series)
 
-    def _push(self, item: K, labels: tuple[str, str]) -> None:
+    def _push(self, item: K, series: _Series | None) -> None:
         self._queue.append(item)
         self._enqueued_at[item] = time.monotonic()
-        if self.metrics is not None:
-            self.metrics.depth.labels(*labels).inc()
+        if series is not None:
+            series.depth.inc()
         self._has_items.set()
 
     def add_after(self, item: K, delay: float) -> None:
@@ -118,8 +133,9 @@ class RateLimitingQueue(Generic[K]):
         self.add(item)
 
     def add_rate_limited(self, item: K) -> None:
-        if self.metrics is not None:
-            self.metrics.retries.labels(*self._labels(item)).inc()
+        series = self._series(item)
+        if series is not None:
+            series.retries.inc()
         self.add_after(item, self.rate_limiter.when(item))
 
     def forget(self, item: K) -> None:
@@ -138,25 +154,22 @@ class RateLimitingQueue(Generic[K]):
         if not self._queue:
             self._has_items.clear()
         now = time.monotonic()
-        labels = self._labels(item)
-        if self.metrics is not None:
-            self.metrics.depth.labels(*labels).dec()
-            self.metrics.queue_duration.labels(*labels).observe(
-                now - self._enqueued_at.pop(item, now)
-            )
-        else:
-            self._enqueued_at.pop(item, None)
+        enqueued = self._enqueued_at.pop(item, now)
+        series = self._series(item)
+        if series is not None:
+            series.depth.dec()
+            series.queue_duration.observe(now - enqueued)
         self._processing[item] = now
         self._dirty.discard(item)
         return item
 
     def done(self, item: K) -> None:
         started = self._processing.pop(item, None)
-        labels = self._labels(item)
-        if self.metrics is not None and started is not None:
-            self.metrics.work_duration.labels(*labels).observe(time.monotonic() - started)
+        series = self._series(item)
+        if series is not None and started is not None:
+            series.work_duration.observe(time.monotonic() - started)
         if item in self._dirty:
-            self._push(item, labels)
+            self._push(item, series)
 
     def shutdown(self) -> None:
         self._shutting_down = True
