@@ -64,13 +64,16 @@ class FieldReader:
         if isinstance(value, bool) or not isinstance(value, int):
             self.errors.append(f"{self._at(key)}: must be an integer")
             return None
+        return value if self._within(key, value, minimum, maximum) else None
+
+    def _within(self, key: str, value: float, minimum: float | None, maximum: float | None) -> bool:
         if minimum is not None and value < minimum:
             self.errors.append(f"{self._at(key)}: must be at least {minimum}, got {value}")
-            return None
+            return False
         if maximum is not None and value > maximum:
             self.errors.append(f"{self._at(key)}: must be at most {maximum}, got {value}")
-            return None
-        return value
+            return False
+        return True
 
     def number(
         self,
@@ -89,13 +92,7 @@ class FieldReader:
         if above is not None and value <= above:
             self.errors.append(f"{self._at(key)}: must be greater than {above}, got {value}")
             return None
-        if minimum is not None and value < minimum:
-            self.errors.append(f"{self._at(key)}: must be at least {minimum}, got {value}")
-            return None
-        if maximum is not None and value > maximum:
-            self.errors.append(f"{self._at(key)}: must be at most {maximum}, got {value}")
-            return None
-        return float(value)
+        return float(value) if self._within(key, value, minimum, maximum) else None
 
     def strings(self, key: str) -> tuple[str, ...]:
         value = self.data.get(key)

@@ -116,6 +116,13 @@ spec:
 """
 
 
+# spec.hardware.gpu of a Model with count 2 on the per-pod template "two-gpus".
+TWO_GPU_CLAIMS = """\
+      enabled: true
+      count: 2
+      resourceClaims:
+        - {name: gpus, resourceClaimTemplateName: two-gpus}"""
+
 TEMPLATE_YAML = """
 apiVersion: resource.k8s.io/v1
 kind: ResourceClaimTemplate

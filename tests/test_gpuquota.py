@@ -9,14 +9,17 @@ from controller.manager import Manager
 from controller.manifests import apply_text
 from controller.resources import DEPLOYMENT, GPU_QUOTA, INFERENCE_SERVICE
 
-from .conftest import TEMPLATE_YAML, condition, eventually, model_yaml, wait_condition
+from .conftest import (
+    TEMPLATE_YAML,
+    TWO_GPU_CLAIMS,
+    condition,
+    eventually,
+    model_yaml,
+    wait_condition,
+)
 
 Obj = dict[str, Any]
-COUNTED = """\
-      enabled: true
-      count: 2
-      resourceClaims:
-        - {name: gpus, resourceClaimTemplateName: two-gpus}"""
+COUNTED = TWO_GPU_CLAIMS
 UNCOUNTED = """\
       enabled: true
       resourceClaims:

@@ -23,6 +23,7 @@ from testserver.process import ApiServerProcess
 
 from .conftest import (
     TEMPLATE_YAML,
+    TWO_GPU_CLAIMS,
     condition,
     eventually,
     manager_for,
@@ -32,11 +33,7 @@ from .conftest import (
 )
 
 Obj = dict[str, Any]
-CLAIMS_GPU = """\
-      enabled: true
-      count: 2
-      resourceClaims:
-        - {name: gpus, resourceClaimTemplateName: two-gpus}"""
+CLAIMS_GPU = TWO_GPU_CLAIMS
 PLUGIN_GPU = """\
       enabled: true
       count: 2"""
