@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from controller.kube import KubeClient
 from controller.manifests import EXAMPLES, apply_text
-from controller.resources import DEPLOYMENT, INFERENCE_SERVICE
+from controller.resources import DEPLOYMENT, INFERENCE_SERVICE, POD
 from testserver.process import ApiServerProcess
 
 from .conftest import TEMPLATE_YAML, eventually, manager_for, model_yaml, wait_condition
@@ -58,7 +58,23 @@ apiVersion: inference.llmkube.dev/v1alpha1
 kind: InferenceService
 metadata: {name: multi}
 spec: {modelRef: multi, runtime: vllm}
----
+""",
+        )
+
+        async def members(want: list[str]) -> bool:
+            pods, _ = await kube.list(POD, "default")
+            return sorted(p["metadata"]["name"] for p in pods) == want
+
+        await eventually(lambda: members(["multi-0", "multi-1"]), what="two member pods")
+        # One node less: its member pod is deleted.
+        await apply_text(
+            kube,
+            model_yaml("multi", "      enabled: true\n      count: 1", "  multiNode: {nodes: [a]}"),
+        )
+        await eventually(lambda: members(["multi-0"]), what="one member pod")
+        await apply_text(
+            kube,
+            """
 apiVersion: inference.llmkube.dev/v1alpha1
 kind: GPUQuota
 metadata: {name: q}
@@ -66,10 +82,6 @@ spec: {limit: 1}
 """,
         )
         await wait_condition(kube, INFERENCE_SERVICE, "qwen3-32b", "QuotaAdmitted", "False")
-        await apply_text(
-            kube,
-            model_yaml("multi", "      enabled: true\n      count: 1", "  multiNode: {nodes: [a]}"),
-        )
         await apply_text(kube, model_yaml("qwen3-32b", "      enabled: true\n      count: 2"))
 
         async def updated() -> bool:
