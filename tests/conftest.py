@@ -116,6 +116,19 @@ spec:
 """
 
 
+def isvc_yaml(name: str, model: str, runtime: str = "vllm", extra: str = "") -> str:
+    """An InferenceService manifest; extra is more YAML under spec, indented 2."""
+    return f"""
+apiVersion: inference.llmkube.dev/v1alpha1
+kind: InferenceService
+metadata: {{name: {name}}}
+spec:
+  modelRef: {model}
+  runtime: {runtime}
+{extra}
+"""
+
+
 # spec.hardware.gpu of a Model with count 2 on the per-pod template "two-gpus".
 TWO_GPU_CLAIMS = """\
       enabled: true

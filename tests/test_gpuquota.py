@@ -17,6 +17,9 @@ from .conftest import (
     model_yaml,
     wait_condition,
 )
+from .conftest import (
+    isvc_yaml as service_yaml,
+)
 
 Obj = dict[str, Any]
 COUNTED = TWO_GPU_CLAIMS
@@ -37,15 +40,7 @@ spec: {{limit: {limit}}}
 
 def isvc_yaml(name: str, model: str, replicas: int, gpu: int | None = None) -> str:
     resources = f"\n  resources: {{gpu: {gpu}}}" if gpu is not None else ""
-    return f"""
-apiVersion: inference.llmkube.dev/v1alpha1
-kind: InferenceService
-metadata: {{name: {name}}}
-spec:
-  modelRef: {model}
-  runtime: vllm
-  replicas: {replicas}{resources}
-"""
+    return service_yaml(name, model, extra=f"  replicas: {replicas}{resources}")
 
 
 async def quota_status(kube: KubeClient, want: dict[str, Any], name: str = "team") -> Obj:

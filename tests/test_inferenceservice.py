@@ -26,6 +26,7 @@ from .conftest import (
     TWO_GPU_CLAIMS,
     condition,
     eventually,
+    isvc_yaml,
     manager_for,
     model_yaml,
     reconciles,
@@ -37,18 +38,6 @@ CLAIMS_GPU = TWO_GPU_CLAIMS
 PLUGIN_GPU = """\
       enabled: true
       count: 2"""
-
-
-def isvc_yaml(name: str, model: str, runtime: str = "vllm", extra: str = "") -> str:
-    return f"""
-apiVersion: inference.llmkube.dev/v1alpha1
-kind: InferenceService
-metadata: {{name: {name}}}
-spec:
-  modelRef: {model}
-  runtime: {runtime}
-{extra}
-"""
 
 
 async def deployment(kube: KubeClient, name: str, ns: str = "default") -> Obj:

@@ -16,7 +16,13 @@ import hashlib
 import json
 from typing import Any
 
-from controller.resources import DEPLOYMENT, POD, RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE
+from controller.resources import (
+    DEPLOYMENT,
+    POD,
+    RESOURCE_CLAIM,
+    RESOURCE_CLAIM_TEMPLATE,
+    ResourceType,
+)
 
 from .storage import Obj, Storage, StorageError, WatchEvent, now_iso, type_id
 
@@ -163,13 +169,7 @@ class ClusterSimulator:
                     ],
                 }
                 dra_used += _claim_devices(claim)
-                self.storage.update(
-                    RESOURCE_CLAIM,
-                    claim["metadata"]["namespace"],
-                    claim["metadata"]["name"],
-                    claim,
-                    subresource="status",
-                )
+                self._write_status(RESOURCE_CLAIM, claim)
             pod["spec"]["nodeName"] = NODE
             pod = self.storage.update(
                 POD, pod["metadata"]["namespace"], pod["metadata"]["name"], pod, has_status=True
@@ -242,9 +242,11 @@ class ClusterSimulator:
         if pod.get("status") == status:
             return
         pod["status"] = status
-        self.storage.update(
-            POD, pod["metadata"]["namespace"], pod["metadata"]["name"], pod, subresource="status"
-        )
+        self._write_status(POD, pod)
+
+    def _write_status(self, rt: ResourceType, obj: Obj) -> None:
+        meta = obj["metadata"]
+        self.storage.update(rt, meta["namespace"], meta["name"], obj, subresource="status")
 
     def _unschedulable(self, pod: Obj, message: str) -> None:
         self._set_status(
@@ -291,10 +293,4 @@ class ClusterSimulator:
         }
         if dep.get("status") != status:
             dep["status"] = status
-            self.storage.update(
-                DEPLOYMENT,
-                dep["metadata"]["namespace"],
-                dep["metadata"]["name"],
-                dep,
-                subresource="status",
-            )
+            self._write_status(DEPLOYMENT, dep)
