@@ -94,7 +94,8 @@ class Manager:
         self._tasks: list[asyncio.Task[None]] = []
         self._workers: list[asyncio.Task[None]] = []
         self._runner: web.AppRunner | None = None
-        self._stopped = asyncio.Event()
+        self._stopped = asyncio.Event()  # stop() has begun
+        self._shut_down = asyncio.Event()  # stop() has finished: lease released, server closed
 
     # -- wiring ------------------------------------------------------------------
 
@@ -163,8 +164,9 @@ class Manager:
         )
 
     async def run(self) -> None:
+        """Until stop() (a signal, lost leadership) has finished shutting everything down."""
         await self.start()
-        await self._stopped.wait()
+        await self._shut_down.wait()
 
     async def stop(self) -> None:
         if self._stopped.is_set():
@@ -183,6 +185,7 @@ class Manager:
             await self.elector.release()
         if self._runner is not None:
             await self._runner.cleanup()
+        self._shut_down.set()
 
     # -- workers -------------------------------------------------------------------
 

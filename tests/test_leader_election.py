@@ -62,3 +62,16 @@ async def test_an_unexpired_lease_is_not_taken(kube: KubeClient) -> None:
     assert await other.try_acquire_or_renew()
     lease = await kube.get(LEASE, "default", "l")
     assert lease is not None and lease["spec"]["holderIdentity"] == "other"
+
+
+async def test_run_returns_only_after_shutdown_released_the_lease(kube: KubeClient) -> None:
+    """As on SIGTERM: stop() is scheduled from outside while run() is awaited."""
+    manager = manager_for(kube, identity="solo", leader_election=True, lease_namespace="default")
+    running = asyncio.create_task(manager.run())
+    await eventually(lambda: asyncio.sleep(0, manager.elector and manager.elector.leading.is_set()))
+    stopping = asyncio.ensure_future(manager.stop())
+    await asyncio.wait_for(running, 10)
+    await stopping
+    lease = await kube.get(LEASE, "default", "llmkube-controller")
+    assert lease is not None and lease["spec"]["holderIdentity"] == "", "lease not released"
+    assert all(w.done() for w in manager._workers)
