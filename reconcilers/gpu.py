@@ -73,3 +73,15 @@ def gpus_per_replica(model: ModelSpec, service: InferenceServiceSpec) -> int:
 
 def members_per_replica(model: ModelSpec) -> int:
     return len(model.multi_node_nodes) or 1
+
+
+def replica_charge(model: ModelSpec, service: InferenceServiceSpec) -> int:
+    """GPUs one replica costs: per pod, times the member pods of a multiNode replica."""
+    return gpus_per_replica(model, service) * members_per_replica(model)
+
+
+def attachment_kind(model: ModelSpec) -> str:
+    """How GPUs reach the pod, as status reports it: dra, device-plugin or none."""
+    if model.uses_claims:
+        return "dra"
+    return "device-plugin" if model.is_gpu_model else "none"

@@ -33,7 +33,7 @@ from .apply import NotOwned, ensure, replace_pod_if_changed
 from .claims import missing_claims, names_claim
 from .conditions import Condition
 from .context import Context
-from .gpu import gpus_per_replica, members_per_replica
+from .gpu import attachment_kind, replica_charge
 from .quota import namespace_allocations
 from .runtimes import PORTS
 from .spec import InferenceServiceSpec, InvalidSpec, ModelSpec, parse_inference_service, parse_model
@@ -189,7 +189,7 @@ class InferenceServiceReconciler:
         limit, allocations = namespace_allocations(self.ctx.cache, ns)
         allocation = allocations.get(name)
         admitted = allocation.admitted_replicas if allocation else service.replicas
-        per_replica = gpus_per_replica(model, service) * members_per_replica(model)
+        per_replica = replica_charge(model, service)
         conditions = [
             Condition(
                 MODEL_RESOLVED,
@@ -338,10 +338,8 @@ class InferenceServiceReconciler:
             "replicas": service.replicas,
             "admittedReplicas": admitted,
             "readyReplicas": ready,
-            "gpusPerReplica": gpus_per_replica(model, service) * members_per_replica(model),
-            "gpuAttachment": "dra"
-            if model.uses_claims
-            else ("device-plugin" if model.is_gpu_model else "none"),
+            "gpusPerReplica": replica_charge(model, service),
+            "gpuAttachment": attachment_kind(model),
             "endpoint": f"http://{name}.{ns}.svc.cluster.local:{port}/v1",
         }
         await self.ctx.status.write(INFERENCE_SERVICE, isvc, fields, conditions)

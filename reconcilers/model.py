@@ -21,7 +21,7 @@ from controller.resources import (
 from .claims import missing_claims, names_claim
 from .conditions import Condition
 from .context import Context
-from .gpu import device_plugin_resource
+from .gpu import attachment_kind, device_plugin_resource
 from .spec import InvalidSpec, ModelSpec, parse_model
 
 ACCELERATOR_READY = "AcceleratorReady"
@@ -117,9 +117,7 @@ class ModelReconciler:
             "gpu": {
                 "count": model.gpu.count,
                 "claims": [c.pod_entry() for c in model.gpu.claims],
-                "attachment": "dra"
-                if model.uses_claims
-                else ("device-plugin" if model.is_gpu_model else "none"),
+                "attachment": attachment_kind(model),
             },
         }
         await self.ctx.status.write(MODEL, obj, fields, [accelerator, ready])

@@ -14,7 +14,7 @@ from typing import Any
 from controller.cache import Cache
 from controller.resources import GPU_QUOTA, INFERENCE_SERVICE, MODEL
 
-from .gpu import gpus_per_replica, members_per_replica
+from .gpu import replica_charge
 from .spec import InvalidSpec, parse_gpu_quota, parse_inference_service, parse_model
 
 Obj = dict[str, Any]
@@ -75,7 +75,7 @@ def namespace_demands(cache: Cache, namespace: str) -> list[Demand]:
             model = parse_model(model_obj.get("spec"))
         except InvalidSpec:
             continue
-        per_replica = gpus_per_replica(model, service) * members_per_replica(model)
+        per_replica = replica_charge(model, service)
         demands.append(
             Demand(
                 meta["name"], str(meta.get("creationTimestamp", "")), service.replicas, per_replica
