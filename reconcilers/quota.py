@@ -85,5 +85,12 @@ def namespace_demands(cache: Cache, namespace: str) -> list[Demand]:
 
 
 def namespace_allocations(cache: Cache, namespace: str) -> tuple[int | None, dict[str, Allocation]]:
+    """The namespace's limit and what each service is admitted; nothing to admit without one.
+
+    Without a GPUQuota every service is admitted in full, so the namespace's services
+    and Models are not parsed on every reconcile for nothing.
+    """
     limit = namespace_limit(cache, namespace)
+    if limit is None:
+        return None, {}
     return limit, allocate(limit, namespace_demands(cache, namespace))
