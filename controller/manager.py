@@ -12,7 +12,6 @@ and the workers are shared, one worker per key at a time.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import socket
 import time
 from collections.abc import Callable, Sequence
@@ -255,12 +254,3 @@ class Manager:
                 quiet_since = None
             await asyncio.sleep(0.01)
         raise TimeoutError("controller did not become idle")
-
-
-@contextlib.asynccontextmanager
-async def running(manager: Manager):  # type: ignore[no-untyped-def]
-    await manager.start()
-    try:
-        yield manager
-    finally:
-        await manager.stop()

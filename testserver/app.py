@@ -18,7 +18,7 @@ from .faults import FaultBook, FaultRule
 from .patches import APPLY, apply_patch
 from .selectors import field_matcher, label_matcher
 from .simulator import ClusterSimulator
-from .storage import Obj, Storage, StorageError, WatchEvent
+from .storage import Obj, Storage, StorageError, WatchEvent, type_id
 
 # Kinds a cluster serves beyond those the controller uses: what a chart installs.
 EXTRA_BUILTINS = (
@@ -381,10 +381,7 @@ class ApiServer:
 
     def collect_garbage(self, uid: str) -> None:
         """Background cascading deletion through ownerReferences."""
-        by_id = {
-            (r.rt.plural + "." + r.rt.group if r.rt.group else r.rt.plural): r.rt
-            for r in self.types.values()
-        }
+        by_id = {type_id(r.rt): r.rt for r in self.types.values()}
         for tid, (ns, name) in self.storage.dependents(uid):
             with contextlib.suppress(StorageError):
                 child = self.storage.delete(by_id[tid], ns, name)
