@@ -443,7 +443,7 @@ def kueue_blockers(
 
 
 def _template_classes(template: Obj) -> set[str]:
-    classes = set()
+    classes: set[str] = set()
     for req in _list(_get(claim_spec(template), "devices", "requests")):
         exactly = _get(req, "exactly")
         subs = [exactly] if isinstance(exactly, Mapping) else _list(_get(req, "firstAvailable"))
