@@ -102,7 +102,10 @@ def _pick(candidates: list[Device], taken: set[tuple[str, str, str]], request: O
     if request.get("allocationMode") == "All":
         # All: every matching device, none of them already allocated, at least one.
         return free if candidates and len(free) == len(candidates) else []
-    count = int(request.get("count") or 1)
+    try:
+        count = int(request.get("count") or 1)
+    except (TypeError, ValueError):
+        return []  # the API server rejects such a count; never fits here
     return free[:count] if len(free) >= count else []
 
 

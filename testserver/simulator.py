@@ -79,9 +79,17 @@ def _template_hash(template: Obj) -> str:
     return hashlib.sha256(json.dumps(template, sort_keys=True).encode()).hexdigest()[:10]
 
 
+def _quantity(value: Any) -> int:
+    """A whole-number quantity; anything else (extended resources must be integers) is 0."""
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return 0
+
+
 def _extended_limits(container: Obj) -> dict[str, int]:
     limits = (container.get("resources") or {}).get("limits") or {}
-    return {k: int(v) for k, v in limits.items() if not k.startswith(_NATIVE)}
+    return {k: _quantity(v) for k, v in limits.items() if not k.startswith(_NATIVE)}
 
 
 def _owner_ref(pod: Obj) -> Obj:
@@ -409,7 +417,7 @@ class ClusterSimulator:
         for i, container in enumerate(pod["spec"].get("containers") or []):
             for j, (res, n) in enumerate(sorted(_extended_limits(container).items())):
                 if res in allocatable:  # the device plugin serves it on this node
-                    if n > int(allocatable[res]) - used.get((name, res), 0):
+                    if n > _quantity(allocatable[res]) - used.get((name, res), 0):
                         return None, f"Insufficient {res}"
                 elif res in ext_classes:  # KEP-5004: DRA serves it
                     request = f"container-{i}-request-{j}"
