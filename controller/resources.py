@@ -41,6 +41,7 @@ RESOURCE_CLAIM_TEMPLATE = ResourceType(
     "resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate"
 )
 DEVICE_CLASS = ResourceType("resource.k8s.io", "v1", "deviceclasses", "DeviceClass", False)
+RESOURCE_SLICE = ResourceType("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", False)
 
 DEPLOYMENT = ResourceType("apps", "v1", "deployments", "Deployment")
 REPLICA_SET = ResourceType("apps", "v1", "replicasets", "ReplicaSet")
@@ -59,6 +60,7 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
     RESOURCE_CLAIM,
     RESOURCE_CLAIM_TEMPLATE,
     DEVICE_CLASS,
+    RESOURCE_SLICE,
     DEPLOYMENT,
     REPLICA_SET,
     POD,
