@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from reconcilers.spec import InvalidSpec, parse_gpu_quota, parse_inference_service, parse_model
+from api import InvalidSpec, parse_gpu_quota, parse_inference_service, parse_model
 
 
 def errors_of(spec: Any, parse: Any = parse_model) -> list[str]:
