@@ -40,6 +40,14 @@ PLUGIN_GPU = """\
       count: 2"""
 
 
+def multinode(*nodes: str) -> str:
+    """spec.multiNode of an InferenceService (LLMKube's shape), the head's address set."""
+    members = ", ".join(
+        f"{{node: {n}, fabric: {{address: 10.0.0.{i + 1}}}}}" for i, n in enumerate(nodes)
+    )
+    return f"  multiNode: {{members: [{members}]}}"
+
+
 async def deployment(kube: KubeClient, name: str, ns: str = "default") -> Obj:
     async def probe() -> Obj | None:
         return await kube.get(DEPLOYMENT, ns, name)
@@ -64,7 +72,10 @@ async def test_device_plugin_model_gets_the_gpu_limit(
     assert dep["spec"]["strategy"] == {"type": "Recreate"}
     isvc = await wait_condition(kube, INFERENCE_SERVICE, "svc", "ModelResolved", "True")
     assert isvc["status"]["gpuAttachment"] == "device-plugin"
-    assert isvc["status"]["endpoint"] == "http://svc.default.svc.cluster.local:8000/v1"
+    # LLMKube's endpoint: the Service port (endpoint.port, default 8080) and the mode's path.
+    assert isvc["status"]["endpoint"] == (
+        "http://svc.default.svc.cluster.local:8080/v1/chat/completions"
+    )
 
 
 async def test_missing_model_then_created(kube: KubeClient, controller: Manager) -> None:
@@ -85,10 +96,10 @@ async def test_multinode_with_claims_is_rejected_at_reconcile_time(
     kube: KubeClient, controller: Manager
 ) -> None:
     await apply_text(kube, TEMPLATE_YAML.format(name="two-gpus", count=2))
-    await apply_text(kube, model_yaml("m", CLAIMS_GPU, "  multiNode: {nodes: [node-a, node-b]}"))
-    await apply_text(kube, isvc_yaml("svc", "m"))
+    await apply_text(kube, model_yaml("m", CLAIMS_GPU))
+    await apply_text(kube, isvc_yaml("svc", "m", extra=multinode("node-a", "node-b")))
     isvc = await wait_condition(
-        kube, INFERENCE_SERVICE, "svc", "ModelResolved", "False", "ModelInvalid"
+        kube, INFERENCE_SERVICE, "svc", "ModelResolved", "False", "InvalidSpec"
     )
     assert "run DRA models single-node" in condition(isvc, "Ready")["message"]  # type: ignore[index]
     assert isvc["status"]["phase"] == "Failed"
@@ -101,29 +112,31 @@ async def test_multinode_with_claims_is_rejected_at_reconcile_time(
 async def test_multinode_without_claims_pins_one_pod_per_node(
     kube: KubeClient, controller: Manager
 ) -> None:
-    await apply_text(kube, model_yaml("m", PLUGIN_GPU, "  multiNode: {nodes: [node-a, node-b]}"))
-    await apply_text(kube, isvc_yaml("svc", "m"))
+    await apply_text(kube, model_yaml("m", PLUGIN_GPU))
+    await apply_text(kube, isvc_yaml("svc", "m", extra=multinode("node-a", "node-b", "node-c")))
 
     async def members() -> list[Obj] | None:
         pods, _ = await kube.list(POD, "default")
-        return pods if len(pods) == 2 else None
+        return pods if len(pods) == 3 else None
 
     pods = sorted(
-        await eventually(members, what="2 member pods"), key=lambda p: p["metadata"]["name"]
+        await eventually(members, what="3 member pods"), key=lambda p: p["metadata"]["name"]
     )
-    assert [p["spec"]["nodeName"] for p in pods] == ["node-a", "node-b"]
-    assert [p["metadata"]["name"] for p in pods] == ["svc-0", "svc-1"]
+    assert [p["spec"]["nodeName"] for p in pods] == ["node-a", "node-b", "node-c"]
+    assert [p["metadata"]["name"] for p in pods] == ["svc-0", "svc-1", "svc-2"]
     env = {e["name"]: e["value"] for e in pods[1]["spec"]["containers"][0]["env"]}
-    assert env["LLMKUBE_NODE_RANK"] == "1" and env["LLMKUBE_WORLD_SIZE"] == "2"
+    assert env["LLMKUBE_NODE_RANK"] == "1" and env["LLMKUBE_WORLD_SIZE"] == "3"
+    assert env["LLMKUBE_LEADER_ADDRESS"] == "10.0.0.1"
     assert await kube.get(DEPLOYMENT, "default", "svc") is None
-    # Dropping a node removes its member.
-    await apply_text(kube, model_yaml("m", PLUGIN_GPU, "  multiNode: {nodes: [node-a]}"))
+    # Dropping a member removes its pod.
+    await apply_text(kube, isvc_yaml("svc", "m", extra=multinode("node-a", "node-b")))
 
-    async def one_member() -> list[Obj] | None:
+    async def two_members() -> list[Obj] | None:
         pods, _ = await kube.list(POD, "default")
-        return pods if [p["metadata"]["name"] for p in pods] == ["svc-0"] else None
+        names = sorted(p["metadata"]["name"] for p in pods)
+        return pods if names == ["svc-0", "svc-1"] else None
 
-    await eventually(one_member, what="1 member pod")
+    await eventually(two_members, what="2 member pods")
 
 
 async def test_missing_claim_template_blocks_until_created(
@@ -139,12 +152,23 @@ async def test_missing_claim_template_blocks_until_created(
     await apply_text(kube, TEMPLATE_YAML.format(name="two-gpus", count=2))
     dep = await deployment(kube, "svc")
     assert "limits" not in container(dep)["resources"]
-    # The template going away later leaves the running workload alone.
+    await wait_condition(kube, INFERENCE_SERVICE, "svc", "ClaimsPresent", "True")
+    # The template going away under the running workload: its own condition, the
+    # workload stays and still scales; Ready keeps following the pods.
     await kube.delete(RESOURCE_CLAIM_TEMPLATE, "default", "two-gpus")
-    await wait_condition(
-        kube, INFERENCE_SERVICE, "svc", "ModelResolved", "False", "AcceleratorNotReady"
+    isvc = await wait_condition(
+        kube, INFERENCE_SERVICE, "svc", "ClaimsPresent", "False", "AcceleratorNotReady"
     )
+    assert "ResourceClaimTemplate 'two-gpus'" in condition(isvc, "ClaimsPresent")["message"]  # type: ignore[index]
+    assert condition(isvc, "ModelResolved")["status"] == "True"  # type: ignore[index]
     assert await kube.get(DEPLOYMENT, "default", "svc") is not None
+    await apply_text(kube, isvc_yaml("svc", "m", extra="  replicas: 3"))
+
+    async def scaled() -> Obj | None:
+        d = await kube.get(DEPLOYMENT, "default", "svc")
+        return d if d and d["spec"]["replicas"] == 3 else None
+
+    await eventually(scaled, what="scaled to 3 with the template gone")
 
 
 async def test_switching_from_claims_to_device_plugin_rewrites_the_pod(
