@@ -9,7 +9,7 @@ import pytest
 
 from controller.kube import KubeClient
 from controller.manager import Manager
-from controller.manifests import apply_text, install_crds
+from controller.manifests import install_crds
 from controller.resources import (
     DEPLOYMENT,
     INFERENCE_SERVICE,
@@ -29,6 +29,7 @@ from .conftest import (
     isvc_yaml,
     manager_for,
     model_yaml,
+    reapply,
     reconciles,
     wait_condition,
 )
@@ -63,8 +64,8 @@ def container(dep: Obj) -> Obj:
 async def test_device_plugin_model_gets_the_gpu_limit(
     kube: KubeClient, controller: Manager
 ) -> None:
-    await apply_text(kube, model_yaml("m", PLUGIN_GPU))
-    await apply_text(kube, isvc_yaml("svc", "m"))
+    await reapply(kube, model_yaml("m", PLUGIN_GPU))
+    await reapply(kube, isvc_yaml("svc", "m"))
     dep = await deployment(kube, "svc")
     assert container(dep)["resources"]["limits"] == {"nvidia.com/gpu": "2"}
     assert "resourceClaims" not in dep["spec"]["template"]["spec"]
@@ -79,7 +80,7 @@ async def test_device_plugin_model_gets_the_gpu_limit(
 
 
 async def test_missing_model_then_created(kube: KubeClient, controller: Manager) -> None:
-    await apply_text(kube, isvc_yaml("svc", "later"))
+    await reapply(kube, isvc_yaml("svc", "later"))
     isvc = await wait_condition(
         kube, INFERENCE_SERVICE, "svc", "ModelResolved", "False", "ModelNotFound"
     )
@@ -87,7 +88,7 @@ async def test_missing_model_then_created(kube: KubeClient, controller: Manager)
         "Model 'later' not found in namespace default"
     )
     assert await kube.get(DEPLOYMENT, "default", "svc") is None
-    await apply_text(kube, model_yaml("later", PLUGIN_GPU))
+    await reapply(kube, model_yaml("later", PLUGIN_GPU))
     await deployment(kube, "svc")
     await wait_condition(kube, INFERENCE_SERVICE, "svc", "ModelResolved", "True")
 
@@ -95,9 +96,9 @@ async def test_missing_model_then_created(kube: KubeClient, controller: Manager)
 async def test_multinode_with_claims_is_rejected_at_reconcile_time(
     kube: KubeClient, controller: Manager
 ) -> None:
-    await apply_text(kube, TEMPLATE_YAML.format(name="two-gpus", count=2))
-    await apply_text(kube, model_yaml("m", CLAIMS_GPU))
-    await apply_text(kube, isvc_yaml("svc", "m", extra=multinode("node-a", "node-b")))
+    await reapply(kube, TEMPLATE_YAML.format(name="two-gpus", count=2))
+    await reapply(kube, model_yaml("m", CLAIMS_GPU))
+    await reapply(kube, isvc_yaml("svc", "m", extra=multinode("node-a", "node-b")))
     isvc = await wait_condition(
         kube, INFERENCE_SERVICE, "svc", "ModelResolved", "False", "InvalidSpec"
     )
@@ -112,8 +113,8 @@ async def test_multinode_with_claims_is_rejected_at_reconcile_time(
 async def test_multinode_without_claims_pins_one_pod_per_node(
     kube: KubeClient, controller: Manager
 ) -> None:
-    await apply_text(kube, model_yaml("m", PLUGIN_GPU))
-    await apply_text(kube, isvc_yaml("svc", "m", extra=multinode("node-a", "node-b", "node-c")))
+    await reapply(kube, model_yaml("m", PLUGIN_GPU))
+    await reapply(kube, isvc_yaml("svc", "m", extra=multinode("node-a", "node-b", "node-c")))
 
     async def members() -> list[Obj] | None:
         pods, _ = await kube.list(POD, "default")
@@ -129,7 +130,7 @@ async def test_multinode_without_claims_pins_one_pod_per_node(
     assert env["LLMKUBE_LEADER_ADDRESS"] == "10.0.0.1"
     assert await kube.get(DEPLOYMENT, "default", "svc") is None
     # Dropping a member removes its pod.
-    await apply_text(kube, isvc_yaml("svc", "m", extra=multinode("node-a", "node-b")))
+    await reapply(kube, isvc_yaml("svc", "m", extra=multinode("node-a", "node-b")))
 
     async def two_members() -> list[Obj] | None:
         pods, _ = await kube.list(POD, "default")
@@ -142,14 +143,14 @@ async def test_multinode_without_claims_pins_one_pod_per_node(
 async def test_missing_claim_template_blocks_until_created(
     kube: KubeClient, controller: Manager
 ) -> None:
-    await apply_text(kube, model_yaml("m", CLAIMS_GPU))
-    await apply_text(kube, isvc_yaml("svc", "m"))
+    await reapply(kube, model_yaml("m", CLAIMS_GPU))
+    await reapply(kube, isvc_yaml("svc", "m"))
     isvc = await wait_condition(
         kube, INFERENCE_SERVICE, "svc", "ModelResolved", "False", "AcceleratorNotReady"
     )
     assert "ResourceClaimTemplate 'two-gpus'" in condition(isvc, "ModelResolved")["message"]  # type: ignore[index]
     assert await kube.get(DEPLOYMENT, "default", "svc") is None
-    await apply_text(kube, TEMPLATE_YAML.format(name="two-gpus", count=2))
+    await reapply(kube, TEMPLATE_YAML.format(name="two-gpus", count=2))
     dep = await deployment(kube, "svc")
     assert "limits" not in container(dep)["resources"]
     await wait_condition(kube, INFERENCE_SERVICE, "svc", "ClaimsPresent", "True")
@@ -162,7 +163,7 @@ async def test_missing_claim_template_blocks_until_created(
     assert "ResourceClaimTemplate 'two-gpus'" in condition(isvc, "ClaimsPresent")["message"]  # type: ignore[index]
     assert condition(isvc, "ModelResolved")["status"] == "True"  # type: ignore[index]
     assert await kube.get(DEPLOYMENT, "default", "svc") is not None
-    await apply_text(kube, isvc_yaml("svc", "m", extra="  replicas: 3"))
+    await reapply(kube, isvc_yaml("svc", "m", extra="  replicas: 3"))
 
     async def scaled() -> Obj | None:
         d = await kube.get(DEPLOYMENT, "default", "svc")
@@ -174,12 +175,12 @@ async def test_missing_claim_template_blocks_until_created(
 async def test_switching_from_claims_to_device_plugin_rewrites_the_pod(
     kube: KubeClient, controller: Manager
 ) -> None:
-    await apply_text(kube, TEMPLATE_YAML.format(name="two-gpus", count=2))
-    await apply_text(kube, model_yaml("m", CLAIMS_GPU))
-    await apply_text(kube, isvc_yaml("svc", "m"))
+    await reapply(kube, TEMPLATE_YAML.format(name="two-gpus", count=2))
+    await reapply(kube, model_yaml("m", CLAIMS_GPU))
+    await reapply(kube, isvc_yaml("svc", "m"))
     dep = await deployment(kube, "svc")
     assert dep["spec"]["template"]["spec"]["resourceClaims"]
-    await apply_text(kube, model_yaml("m", PLUGIN_GPU))
+    await reapply(kube, model_yaml("m", PLUGIN_GPU))
 
     async def rewritten() -> Obj | None:
         d = await kube.get(DEPLOYMENT, "default", "svc")
@@ -189,7 +190,7 @@ async def test_switching_from_claims_to_device_plugin_rewrites_the_pod(
     dep = await eventually(rewritten, what="claims removed")
     assert container(dep)["resources"] == {"limits": {"nvidia.com/gpu": "2"}}
     # And back: the limit goes, the claims come.
-    await apply_text(kube, model_yaml("m", CLAIMS_GPU))
+    await reapply(kube, model_yaml("m", CLAIMS_GPU))
 
     async def back() -> Obj | None:
         d = await kube.get(DEPLOYMENT, "default", "svc")
@@ -200,8 +201,8 @@ async def test_switching_from_claims_to_device_plugin_rewrites_the_pod(
 
 
 async def test_drift_in_owned_fields_is_repaired(kube: KubeClient, controller: Manager) -> None:
-    await apply_text(kube, model_yaml("m", PLUGIN_GPU))
-    await apply_text(kube, isvc_yaml("svc", "m"))
+    await reapply(kube, model_yaml("m", PLUGIN_GPU))
+    await reapply(kube, isvc_yaml("svc", "m"))
     dep = await deployment(kube, "svc")
     want = container(dep)["args"]
     dep["spec"]["template"]["spec"]["containers"][0]["args"] = ["--hacked"]
@@ -230,8 +231,8 @@ async def test_workload_not_owned_is_left_alone(kube: KubeClient, controller: Ma
             },
         },
     )
-    await apply_text(kube, model_yaml("m", PLUGIN_GPU))
-    await apply_text(kube, isvc_yaml("svc", "m"))
+    await reapply(kube, model_yaml("m", PLUGIN_GPU))
+    await reapply(kube, isvc_yaml("svc", "m"))
     isvc = await wait_condition(
         kube, INFERENCE_SERVICE, "svc", "Ready", "False", "WorkloadConflict"
     )
@@ -243,8 +244,8 @@ async def test_workload_not_owned_is_left_alone(kube: KubeClient, controller: Ma
 
 
 async def test_invalid_service_spec_gets_a_condition(kube: KubeClient, controller: Manager) -> None:
-    await apply_text(kube, model_yaml("m", PLUGIN_GPU))
-    await apply_text(kube, isvc_yaml("svc", "m", runtime="ollama", extra="  replicas: -3"))
+    await reapply(kube, model_yaml("m", PLUGIN_GPU))
+    await reapply(kube, isvc_yaml("svc", "m", runtime="ollama", extra="  replicas: -3"))
     isvc = await wait_condition(kube, INFERENCE_SERVICE, "svc", "Ready", "False", "InvalidSpec")
     message = condition(isvc, "Ready")["message"]  # type: ignore[index]
     assert "spec.runtime: 'ollama' is not one of" in message
@@ -255,9 +256,9 @@ async def test_invalid_service_spec_gets_a_condition(kube: KubeClient, controlle
 async def test_steady_state_writes_nothing(
     kube: KubeClient, controller: Manager, apiserver: ApiServerProcess
 ) -> None:
-    await apply_text(kube, TEMPLATE_YAML.format(name="two-gpus", count=2))
-    await apply_text(kube, model_yaml("m", CLAIMS_GPU))
-    await apply_text(kube, isvc_yaml("svc", "m"))
+    await reapply(kube, TEMPLATE_YAML.format(name="two-gpus", count=2))
+    await reapply(kube, model_yaml("m", CLAIMS_GPU))
+    await reapply(kube, isvc_yaml("svc", "m"))
     await deployment(kube, "svc")
     await wait_condition(kube, INFERENCE_SERVICE, "svc", "ModelResolved", "True")
     await controller.wait_idle(settle=0.3)
@@ -298,8 +299,8 @@ async def test_claims_run_where_a_gpu_limit_would_stay_pending(
     dra_cluster: tuple[KubeClient, Manager],
 ) -> None:
     kube, _ = dra_cluster
-    await apply_text(kube, TEMPLATE_YAML.format(name="one-gpu", count=1))
-    await apply_text(
+    await reapply(kube, TEMPLATE_YAML.format(name="one-gpu", count=1))
+    await reapply(
         kube,
         model_yaml(
             "dra",
@@ -310,7 +311,7 @@ async def test_claims_run_where_a_gpu_limit_would_stay_pending(
         - {name: gpu, resourceClaimTemplateName: one-gpu}""",
         ),
     )
-    await apply_text(kube, isvc_yaml("dra", "dra", extra="  replicas: 2"))
+    await reapply(kube, isvc_yaml("dra", "dra", extra="  replicas: 2"))
     isvc = await wait_condition(kube, INFERENCE_SERVICE, "dra", "Ready", "True", "Serving")
     assert isvc["status"]["readyReplicas"] == 2
     # A template gives each pod a claim of its own.
@@ -320,8 +321,8 @@ async def test_claims_run_where_a_gpu_limit_would_stay_pending(
 
     # The same model through the device plugin (the #2059 failure mode): Pending, and the
     # scheduler's reason is on the InferenceService.
-    await apply_text(kube, model_yaml("plugin", "      enabled: true\n      count: 1"))
-    await apply_text(kube, isvc_yaml("plugin", "plugin"))
+    await reapply(kube, model_yaml("plugin", "      enabled: true\n      count: 1"))
+    await reapply(kube, isvc_yaml("plugin", "plugin"))
     isvc = await wait_condition(
         kube, INFERENCE_SERVICE, "plugin", "Ready", "False", "Unschedulable"
     )
@@ -339,7 +340,7 @@ async def test_shared_claim_across_replicas_is_flagged_not_blocked(
             "spec": {"devices": {"requests": []}},
         },
     )
-    await apply_text(
+    await reapply(
         kube,
         model_yaml(
             "m",
@@ -349,7 +350,7 @@ async def test_shared_claim_across_replicas_is_flagged_not_blocked(
         - {name: gpu, resourceClaimName: gpu-claim}""",
         ),
     )
-    await apply_text(kube, isvc_yaml("svc", "m", extra="  replicas: 3"))
+    await reapply(kube, isvc_yaml("svc", "m", extra="  replicas: 3"))
     isvc = await wait_condition(
         kube, INFERENCE_SERVICE, "svc", "ClaimsPerPod", "False", "SharedClaimAcrossReplicas"
     )
@@ -359,24 +360,24 @@ async def test_shared_claim_across_replicas_is_flagged_not_blocked(
     assert dep["spec"]["template"]["spec"]["resourceClaims"] == [
         {"name": "gpu", "resourceClaimName": "gpu-claim"}
     ]
-    await apply_text(kube, isvc_yaml("svc", "m", extra="  replicas: 1"))
+    await reapply(kube, isvc_yaml("svc", "m", extra="  replicas: 1"))
     await wait_condition(kube, INFERENCE_SERVICE, "svc", "ClaimsPerPod", "True")
 
 
 async def test_kueue_managed_service_with_count_next_to_claims_is_flagged(
     kube: KubeClient, controller: Manager
 ) -> None:
-    await apply_text(kube, TEMPLATE_YAML.format(name="two-gpus", count=2))
-    await apply_text(kube, model_yaml("m", CLAIMS_GPU))
+    await reapply(kube, TEMPLATE_YAML.format(name="two-gpus", count=2))
+    await reapply(kube, model_yaml("m", CLAIMS_GPU))
     kueue = isvc_yaml("svc", "m").replace(
         "metadata: {name: svc}", "metadata: {name: svc, labels: {kueue.x-k8s.io/queue-name: q}}"
     )
-    await apply_text(kube, kueue)
+    await reapply(kube, kueue)
     isvc = await wait_condition(
         kube, INFERENCE_SERVICE, "svc", "KueueCompatible", "False", "CountWithClaims"
     )
     assert "leave count out" in condition(isvc, "KueueCompatible")["message"]  # type: ignore[index]
-    await apply_text(
+    await reapply(
         kube,
         model_yaml(
             "m",

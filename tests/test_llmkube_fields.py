@@ -6,10 +6,9 @@ from typing import Any
 
 from controller.kube import KubeClient
 from controller.manager import Manager
-from controller.manifests import apply_text
 from controller.resources import DEPLOYMENT, INFERENCE_SERVICE, MODEL, SERVICE
 
-from .conftest import condition, eventually, isvc_yaml, model_yaml, wait_condition
+from .conftest import condition, eventually, isvc_yaml, model_yaml, reapply, wait_condition
 
 Obj = dict[str, Any]
 ONE_GPU = "      enabled: true\n      count: 1"
@@ -32,22 +31,22 @@ async def deployment_where(kube: KubeClient, name: str, test: Any, what: str) ->
 
 
 async def test_suspend_scales_to_zero_and_resumes(kube: KubeClient, controller: Manager) -> None:
-    await apply_text(kube, model_yaml("m", ONE_GPU))
-    await apply_text(kube, isvc_yaml("svc", "m", extra="  replicas: 2\n  suspend: true"))
+    await reapply(kube, model_yaml("m", ONE_GPU))
+    await reapply(kube, isvc_yaml("svc", "m", extra="  replicas: 2\n  suspend: true"))
     await deployment_where(kube, "svc", lambda d: d["spec"]["replicas"] == 0, "suspended")
     isvc = await wait_condition(kube, INFERENCE_SERVICE, "svc", "Suspended", "True")
     assert condition(isvc, "Ready")["reason"] == "Suspended"  # type: ignore[index]
     assert isvc["status"]["phase"] == "Suspended"
     assert isvc["status"]["desiredReplicas"] == 0
-    await apply_text(kube, isvc_yaml("svc", "m", extra="  replicas: 2\n  suspend: false"))
+    await reapply(kube, isvc_yaml("svc", "m", extra="  replicas: 2\n  suspend: false"))
     await deployment_where(kube, "svc", lambda d: d["spec"]["replicas"] == 2, "resumed")
     isvc = await wait_condition(kube, INFERENCE_SERVICE, "svc", "Suspended", "False")
     assert isvc["status"]["selector"] == "inference.llmkube.dev/inferenceservice=svc"
 
 
 async def test_replicas_zero_is_stopped(kube: KubeClient, controller: Manager) -> None:
-    await apply_text(kube, model_yaml("m", ONE_GPU))
-    await apply_text(kube, isvc_yaml("svc", "m", extra="  replicas: 0"))
+    await reapply(kube, model_yaml("m", ONE_GPU))
+    await reapply(kube, isvc_yaml("svc", "m", extra="  replicas: 0"))
     isvc = await wait_condition(kube, INFERENCE_SERVICE, "svc", "Ready", "False", "ScaledToZero")
     assert isvc["status"]["phase"] == "Stopped"
 
@@ -55,8 +54,8 @@ async def test_replicas_zero_is_stopped(kube: KubeClient, controller: Manager) -
 async def test_embedding_mode_sets_flags_and_endpoint(
     kube: KubeClient, controller: Manager
 ) -> None:
-    await apply_text(kube, CPU_MODEL)
-    await apply_text(kube, isvc_yaml("emb", "cpu", runtime="llamacpp", extra="  mode: embedding"))
+    await reapply(kube, CPU_MODEL)
+    await reapply(kube, isvc_yaml("emb", "cpu", runtime="llamacpp", extra="  mode: embedding"))
     dep = await deployment_where(kube, "emb", lambda d: True, "Deployment")
     args = dep["spec"]["template"]["spec"]["containers"][0]["args"]
     assert " ".join(args).endswith("--embedding --pooling last")
@@ -75,8 +74,8 @@ async def test_cpu_model_gets_no_gpu_and_model_resources(
 ) -> None:
     """accelerator defaults to cpu: no device-plugin limit, so it schedules on a DRA-only
     cluster; the Model's cpu/memory reach the container."""
-    await apply_text(kube, CPU_MODEL)
-    await apply_text(kube, isvc_yaml("svc", "cpu", runtime="llamacpp"))
+    await reapply(kube, CPU_MODEL)
+    await reapply(kube, isvc_yaml("svc", "cpu", runtime="llamacpp"))
     dep = await deployment_where(kube, "svc", lambda d: True, "Deployment")
     resources = dep["spec"]["template"]["spec"]["containers"][0]["resources"]
     assert resources == {"requests": {"cpu": "2", "memory": "4Gi"}, "limits": {"memory": "4Gi"}}
@@ -107,8 +106,8 @@ PASSTHROUGH = """\
 
 
 async def test_pod_fields_pass_through(kube: KubeClient, controller: Manager) -> None:
-    await apply_text(kube, model_yaml("m", ONE_GPU))
-    await apply_text(kube, isvc_yaml("svc", "m", extra=PASSTHROUGH))
+    await reapply(kube, model_yaml("m", ONE_GPU))
+    await reapply(kube, isvc_yaml("svc", "m", extra=PASSTHROUGH))
     dep = await deployment_where(kube, "svc", lambda d: True, "Deployment")
     template = dep["spec"]["template"]
     pod, container = template["spec"], template["spec"]["containers"][0]

@@ -7,7 +7,7 @@ from controller.manifests import EXAMPLES, apply_text
 from controller.resources import DEPLOYMENT, INFERENCE_SERVICE, POD
 from testserver.process import ApiServerProcess
 
-from .conftest import TEMPLATE_YAML, eventually, manager_for, model_yaml, wait_condition
+from .conftest import TEMPLATE_YAML, eventually, manager_for, model_yaml, reapply, wait_condition
 from .test_chart import render, rules_of
 
 VERB_OF = {
@@ -65,7 +65,7 @@ spec:
             lambda: members(["multi-0", "multi-1", "multi-2"]), what="three member pods"
         )
         # One member less: its pod is deleted.
-        await apply_text(kube, multi.format(members="{node: b}"))
+        await reapply(kube, multi.format(members="{node: b}"))
         await eventually(lambda: members(["multi-0", "multi-1"]), what="two member pods")
         await apply_text(
             kube,
