@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo test lint typecheck pytest bench clean
+.PHONY: install demo test lint typecheck pytest bench clean crds
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,10 @@ pytest: $(STAMP)
 	$(BIN)/pytest -q
 
 test: lint typecheck pytest
+
+# CRDs are generated from api/; tests/test_llmkube_api.py fails when the committed ones differ.
+crds: $(STAMP)
+	$(BIN)/python -m api.crdgen charts/llmkube/crds
 
 bench: $(STAMP)
 	$(BIN)/python -m bench

@@ -87,7 +87,13 @@ async def run(args: argparse.Namespace) -> int:
     if args.webhook_port:
         from webhook.server import start_webhook
 
-        webhook = await start_webhook(args.webhook_cert_dir, args.webhook_port)
+        from .resources import MODEL
+
+        webhook = await start_webhook(
+            args.webhook_cert_dir,
+            args.webhook_port,
+            lookup=lambda ns, name: manager.cache.get(MODEL, ns, name),
+        )
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, lambda: asyncio.ensure_future(manager.stop()))

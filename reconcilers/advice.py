@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from .conditions import Condition
-from .spec import InferenceServiceSpec, ModelSpec
+from api import InferenceServiceSpec, ModelSpec
+from api.conditions import CLAIMS_PER_POD, KUEUE_COMPATIBLE
 
-CLAIMS_PER_POD = "ClaimsPerPod"
-KUEUE_COMPATIBLE = "KueueCompatible"
+from .conditions import Condition
+
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 
 
@@ -38,7 +38,7 @@ def advisories(
         )
     labels = (isvc.get("metadata") or {}).get("labels") or {}
     if KUEUE_QUEUE_LABEL in labels:
-        if model.gpu.count is not None:
+        if model.gpu.count > 0:
             result.append(
                 Condition(
                     KUEUE_COMPATIBLE,

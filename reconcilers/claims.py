@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from api import ModelSpec
 from controller.cache import Cache
 from controller.resources import RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE
-
-from .spec import ModelSpec
 
 Obj = dict[str, Any]
 

@@ -4,14 +4,14 @@ Two paths, never both:
 - DRA: resourceClaims go on the pod (spec.resourceClaims) and the inference container
   (resources.claims). No device-plugin limit is added: on a DRA-only cluster nodes
   advertise no nvidia.com/gpu, and such a limit would leave the pod Pending.
-- Device plugin: a limit of `count` (default 1) on the vendor's extended resource.
+- Device plugin: a limit of LLMKube's GPU count (at least 1) on the vendor's resource.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .spec import InferenceServiceSpec, ModelSpec
+from api import InferenceServiceSpec, ModelSpec, gpu_count, has_gpu
 
 DEFAULT_RESOURCE_NAMES = {
     "nvidia": "nvidia.com/gpu",
@@ -29,13 +29,20 @@ class GPUAttachment:
     container_claims: list[dict[str, str]] = field(default_factory=list)
 
 
-def device_plugin_resource(model: ModelSpec) -> str:
+def device_plugin_resource(model: ModelSpec, service: InferenceServiceSpec | None = None) -> str:
     gpu = model.gpu
     if gpu.resource_name:
         return gpu.resource_name
-    if gpu.sharing == "shared" and gpu.vendor in SHARED_RESOURCE_NAMES:
+    sharing = service.sharing if service else None
+    if sharing and sharing.mode == "partitioned" and gpu.vendor == "nvidia":
+        return f"nvidia.com/mig-{sharing.profile}"
+    if sharing and sharing.mode == "shared" and gpu.vendor in SHARED_RESOURCE_NAMES:
         return SHARED_RESOURCE_NAMES[gpu.vendor]
     return DEFAULT_RESOURCE_NAMES[gpu.vendor]
+
+
+def uses_gpu(model: ModelSpec, service: InferenceServiceSpec) -> bool:
+    return has_gpu(model, service.gpu)
 
 
 def gpu_attachment(model: ModelSpec, service: InferenceServiceSpec) -> GPUAttachment:
@@ -44,44 +51,42 @@ def gpu_attachment(model: ModelSpec, service: InferenceServiceSpec) -> GPUAttach
             pod_claims=[c.pod_entry() for c in model.gpu.claims],
             container_claims=[{"name": c.name} for c in model.gpu.claims],
         )
-    if not model.is_gpu_model:
+    if not uses_gpu(model, service):
         return GPUAttachment()
-    count = model.gpu.count or service.gpu or 1
-    return GPUAttachment(limits={device_plugin_resource(model): str(count)})
+    count = gpu_count(model, service.gpu) or 1
+    return GPUAttachment(limits={device_plugin_resource(model, service): str(count)})
 
 
-def runtime_device_count(model: ModelSpec) -> int | None:
-    """The devices the runtime is sized for: count, and nothing else (see the seed guide)."""
-    return model.gpu.count if model.is_gpu_model else None
+def runtime_device_count(model: ModelSpec, service: InferenceServiceSpec) -> int:
+    """The devices the runtime is sized for: LLMKube's GPU count (0 when it has no GPU)."""
+    return gpu_count(model, service.gpu) if uses_gpu(model, service) else 0
 
 
 def gpus_per_replica(model: ModelSpec, service: InferenceServiceSpec) -> int:
     """What one replica is charged against a GPUQuota.
 
-    count per replica; a claims model without count is charged only when the
-    InferenceService sets spec.resources.gpu; a device-plugin model is charged the
-    limit it gets.
+    LLMKube's GPU count per replica (count, else spec.resources.gpu): a claims model
+    with neither is not charged; a device-plugin model is charged the limit it gets.
     """
-    if model.gpu.count is not None and model.is_gpu_model:
-        return model.gpu.count
     if model.uses_claims:
-        return service.gpu or 0
-    if model.is_gpu_model:
-        return service.gpu or 1
+        return gpu_count(model, service.gpu)
+    if uses_gpu(model, service):
+        return gpu_count(model, service.gpu) or 1
     return 0
 
 
-def members_per_replica(model: ModelSpec) -> int:
-    return len(model.multi_node_nodes) or 1
+def members_per_replica(service: InferenceServiceSpec) -> int:
+    return len(service.multi_node.members) if service.multi_node else 1
 
 
 def replica_charge(model: ModelSpec, service: InferenceServiceSpec) -> int:
     """GPUs one replica costs: per pod, times the member pods of a multiNode replica."""
-    return gpus_per_replica(model, service) * members_per_replica(model)
+    return gpus_per_replica(model, service) * members_per_replica(service)
 
 
-def attachment_kind(model: ModelSpec) -> str:
+def attachment_kind(model: ModelSpec, service: InferenceServiceSpec | None = None) -> str:
     """How GPUs reach the pod, as status reports it: dra, device-plugin or none."""
     if model.uses_claims:
         return "dra"
-    return "device-plugin" if model.is_gpu_model else "none"
+    gpu = has_gpu(model, service.gpu if service else None)
+    return "device-plugin" if gpu else "none"

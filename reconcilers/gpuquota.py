@@ -1,24 +1,24 @@
-"""GPUQuota reconciler: accounts the GPUs each InferenceService in the namespace is charged.
+"""GPUQuota reconciler: accounts the GPUs of the InferenceServices the quota covers.
 
-It reports; the InferenceService reconciler enforces, from the same allocation, by
-scaling a service no further than its admitted replicas.
+It reports (`status.usedGPUCount`, LLMKube's field; a row per service and the
+conditions Ready / WithinLimit are llmkube-py extensions); the InferenceService
+reconciler enforces, from the same allocation, by scaling a service no further than
+its admitted replicas.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
+from api import InvalidSpec, parse_gpu_quota
+from api import conditions as c
 from controller.informer import Event
 from controller.reconcile import Request, Result, Watch
 from controller.resources import GPU_QUOTA, INFERENCE_SERVICE, MODEL, ResourceType, object_key
 
 from .conditions import Condition
 from .context import Context
-from .quota import namespace_allocations
-from .spec import InvalidSpec, parse_gpu_quota
-
-READY = "Ready"
-WITHIN_LIMIT = "WithinLimit"
+from .quota import namespace_allocations, quota_key, quota_scope
 
 
 class GPUQuotaReconciler:
@@ -33,15 +33,24 @@ class GPUQuotaReconciler:
 
     def watches(self) -> list[Watch]:
         return [
-            Watch(GPU_QUOTA, self._quotas_in_namespace),
-            Watch(INFERENCE_SERVICE, self._quotas_in_namespace),
-            Watch(MODEL, self._quotas_in_namespace),
+            Watch(GPU_QUOTA, self._quotas_over_namespace),
+            Watch(INFERENCE_SERVICE, self._quotas_over_namespace),
+            Watch(MODEL, self._quotas_over_namespace),
         ]
 
-    def _quotas_in_namespace(self, event: Event) -> Iterable[Request]:
+    def _quotas_over_namespace(self, event: Event) -> Iterable[Request]:
+        """Every quota whose scope is the namespace of the object that changed."""
         ns, _ = object_key(event.obj)
-        for quota in self.ctx.cache.list(GPU_QUOTA, ns):
-            yield Request(self.name, ns, quota["metadata"]["name"])
+        namespaces = {ns}
+        if event.obj.get("kind") == GPU_QUOTA.kind:
+            ref = (event.obj.get("spec") or {}).get("namespaceRef")
+            if isinstance(ref, str):
+                namespaces.add(ref)
+        for quota in self.ctx.cache.list(GPU_QUOTA):
+            q_ns, q_name = object_key(quota)
+            ref = (quota.get("spec") or {}).get("namespaceRef")
+            if q_ns in namespaces or ref in namespaces:
+                yield Request(self.name, q_ns, q_name)
 
     async def reconcile(self, request: Request) -> Result:
         obj = self.ctx.cache.get(GPU_QUOTA, request.namespace, request.name)
@@ -52,25 +61,23 @@ class GPUQuotaReconciler:
         except InvalidSpec as e:
             message = "; ".join(e.errors)
             await self.ctx.status.write(
-                GPU_QUOTA,
-                obj,
-                {},
-                [
-                    Condition(READY, False, "InvalidSpec", message),
-                ],
+                GPU_QUOTA, obj, {}, [Condition(c.READY, False, c.INVALID_SPEC, message)]
             )
             return Result()
-        effective, allocations = namespace_allocations(self.ctx.cache, request.namespace)
-        ordered = sorted(allocations.values(), key=lambda a: a.name)
+        scope = quota_scope(obj, own)
+        key = quota_key(obj)
+        nq = namespace_allocations(self.ctx.cache, scope)
+        ordered = sorted(
+            (a for a in nq.allocations.values() if key in a.quotas), key=lambda a: a.name
+        )
         used = sum(a.gpus for a in ordered)
         requested = sum(a.requested_replicas * a.gpus_per_replica for a in ordered)
         fields = {
-            "limit": own.limit,
-            "effectiveLimit": effective,
-            "used": used,
-            "requested": requested,
+            "usedGPUCount": used,
+            "requestedGPUCount": requested,
             "services": [
                 {
+                    "namespace": scope,
                     "name": a.name,
                     "requestedReplicas": a.requested_replicas,
                     "admittedReplicas": a.admitted_replicas,
@@ -82,22 +89,16 @@ class GPUQuotaReconciler:
         }
         if requested > used:
             within = Condition(
-                WITHIN_LIMIT,
+                c.WITHIN_LIMIT,
                 False,
-                "Exceeded",
-                f"services ask for {requested} GPUs, {used} of the limit {effective} are admitted",
+                c.EXCEEDED,
+                f"services ask for {requested} GPUs; {used} are admitted under gpuCount "
+                f"{own.gpu_count}",
             )
         else:
             within = Condition(
-                WITHIN_LIMIT, True, "WithinLimit", f"{used} of {effective} GPUs in use"
+                c.WITHIN_LIMIT, True, c.WITHIN_LIMIT, f"{used} of {own.gpu_count} GPUs in use"
             )
-        await self.ctx.status.write(
-            GPU_QUOTA,
-            obj,
-            fields,
-            [
-                Condition(READY, True, "Accounted", f"{len(ordered)} service(s) accounted"),
-                within,
-            ],
-        )
+        ready = Condition(c.READY, True, c.ACCOUNTED, f"{len(ordered)} service(s) accounted")
+        await self.ctx.status.write(GPU_QUOTA, obj, fields, [ready, within])
         return Result()

@@ -13,6 +13,15 @@ from typing import Any
 
 import structlog
 
+from api import (
+    InferenceServiceSpec,
+    InvalidSpec,
+    ModelSpec,
+    parse_inference_service,
+    parse_model,
+    rule_errors,
+)
+from api import conditions as c
 from controller.informer import Event
 from controller.reconcile import Request, Result, Watch
 from controller.resources import (
@@ -34,9 +43,7 @@ from .claims import missing_claims, names_claim
 from .conditions import Condition
 from .context import Context
 from .gpu import attachment_kind, replica_charge
-from .quota import namespace_allocations
-from .runtimes import PORTS
-from .spec import InferenceServiceSpec, InvalidSpec, ModelSpec, parse_inference_service, parse_model
+from .quota import namespace_allocations, quotas_for
 from .workload import (
     MANAGED_BY,
     MANAGER,
@@ -44,13 +51,14 @@ from .workload import (
     build_deployment,
     build_member_pods,
     build_service,
+    selector,
 )
 
 Obj = dict[str, Any]
-MODEL_RESOLVED = "ModelResolved"
-QUOTA_ADMITTED = "QuotaAdmitted"
-WORKLOAD_READY = "WorkloadReady"
-READY = "Ready"
+MODEL_RESOLVED = c.MODEL_RESOLVED
+QUOTA_ADMITTED = c.QUOTA_ADMITTED
+WORKLOAD_READY = c.WORKLOAD_READY
+READY = c.READY
 OWNED_SELECTOR = f"{MANAGED_BY}={MANAGER}"
 NOT_OWNED_RECHECK = 60.0
 log = structlog.get_logger("inferenceservice")
@@ -74,7 +82,7 @@ class InferenceServiceReconciler:
         return [
             Watch(INFERENCE_SERVICE, self._itself_and_quota_peers),
             Watch(MODEL, self._using_model),
-            Watch(GPU_QUOTA, self._all_in_namespace),
+            Watch(GPU_QUOTA, self._all_in_quota_scope),
             Watch(RESOURCE_CLAIM, lambda e: self._using_claim(e, "resourceClaimName")),
             Watch(
                 RESOURCE_CLAIM_TEMPLATE, lambda e: self._using_claim(e, "resourceClaimTemplateName")
@@ -93,13 +101,18 @@ class InferenceServiceReconciler:
         ns, name = object_key(event.obj)
         yield self._request(ns, name)
         # Under a quota, one service's change moves what the others are admitted.
-        if self.ctx.cache.list(GPU_QUOTA, ns):
+        if quotas_for(self.ctx.cache, ns):
             for other in self.ctx.cache.list(INFERENCE_SERVICE, ns):
                 if other["metadata"]["name"] != name:
                     yield self._request(ns, other["metadata"]["name"])
 
-    def _all_in_namespace(self, event: Event) -> Iterable[Request]:
+    def _all_in_quota_scope(self, event: Event) -> Iterable[Request]:
         ns, _ = object_key(event.obj)
+        ref = (event.obj.get("spec") or {}).get("namespaceRef")
+        for scope in {ns, ref} if isinstance(ref, str) else {ns}:
+            yield from self._all_in_namespace(scope)
+
+    def _all_in_namespace(self, ns: str) -> Iterable[Request]:
         for isvc in self.ctx.cache.list(INFERENCE_SERVICE, ns):
             yield self._request(ns, isvc["metadata"]["name"])
 
@@ -141,13 +154,22 @@ class InferenceServiceReconciler:
         try:
             service = parse_inference_service(isvc.get("spec"))
         except InvalidSpec as e:
-            await self._blocked(isvc, "InvalidSpec", "; ".join(e.errors), phase="Failed")
+            await self._blocked(isvc, c.INVALID_SPEC, "; ".join(e.errors), phase="Failed")
+            return Result()
+        if not service.served:
+            await self._blocked(
+                isvc,
+                c.RUNTIME_NOT_SUPPORTED,
+                f"spec.runtime: {service.runtime!r} is valid in LLMKube's API but llmkube-py "
+                "serves only vllm, sglang, tgi and llamacpp",
+                phase="Failed",
+            )
             return Result()
         model_obj = self.ctx.cache.get(MODEL, request.namespace, service.model_ref)
         if model_obj is None:
             await self._blocked(
                 isvc,
-                "ModelNotFound",
+                c.MODEL_NOT_FOUND,
                 f"Model {service.model_ref!r} not found in namespace {request.namespace}",
             )
             return Result()
@@ -156,134 +178,166 @@ class InferenceServiceReconciler:
         except InvalidSpec as e:
             await self._blocked(
                 isvc,
-                "ModelInvalid",
+                c.MODEL_INVALID,
                 f"Model {service.model_ref!r} is invalid: {'; '.join(e.errors)}",
                 phase="Failed",
             )
             return Result()
+        errors = rule_errors(service, model)
+        if errors:
+            await self._blocked(isvc, c.INVALID_SPEC, "; ".join(errors), phase="Failed")
+            return Result()
         missing = missing_claims(self.ctx.cache, request.namespace, model)
-        if missing:
+        if missing and not self._has_workload(isvc):
             await self._blocked(
                 isvc,
-                "AcceleratorNotReady",
+                c.ACCELERATOR_NOT_READY,
                 f"Model {service.model_ref!r} names claims not found in "
                 f"namespace {request.namespace}: {', '.join(missing)}",
             )
             return Result()
-        return await self._serve(isvc, service, model)
+        return await self._serve(isvc, service, model, missing)
+
+    def _has_workload(self, isvc: Obj) -> bool:
+        """Is a workload of ours already running? Then a vanished claim does not stop it."""
+        ns, name = object_key(isvc)
+        uid = isvc["metadata"]["uid"]
+        live = self.ctx.cache.get(DEPLOYMENT, ns, name)
+        owned = live is not None and any(
+            r.get("uid") == uid for r in live["metadata"].get("ownerReferences") or []
+        )
+        return owned or bool(self._owned_pods(isvc))
 
     async def _blocked(self, isvc: Obj, reason: str, message: str, phase: str = "Pending") -> None:
         """The Model side is not ready: say so, and leave any running workload alone."""
         await self.ctx.status.write(
             INFERENCE_SERVICE,
             isvc,
-            {"phase": phase},
+            {"phase": phase, "modelReady": False},
             [
                 Condition(MODEL_RESOLVED, False, reason, message),
                 Condition(READY, False, reason, message),
             ],
         )
 
-    async def _serve(self, isvc: Obj, service: InferenceServiceSpec, model: ModelSpec) -> Result:
+    def _quota_condition(
+        self, service: InferenceServiceSpec, limit: int | None, admitted: int, per_replica: int
+    ) -> Condition:
+        wanted = service.wanted_replicas
+        if limit is None:
+            return Condition(QUOTA_ADMITTED, True, c.NO_QUOTA, "no GPUQuota covers this service")
+        if admitted < wanted:
+            return Condition(
+                QUOTA_ADMITTED,
+                False,
+                c.QUOTA_EXCEEDED,
+                f"GPUQuota limit {limit} GPUs: {admitted} of {wanted} replicas "
+                f"admitted at {per_replica} GPU(s) each",
+            )
+        return Condition(
+            QUOTA_ADMITTED,
+            True,
+            c.WITHIN_QUOTA,
+            f"{wanted} replica(s) at {per_replica} GPU(s) each within the "
+            f"GPUQuota limit of {limit}",
+        )
+
+    async def _serve(
+        self, isvc: Obj, service: InferenceServiceSpec, model: ModelSpec, missing: list[str]
+    ) -> Result:
         ns, name = object_key(isvc)
-        limit, allocations = namespace_allocations(self.ctx.cache, ns)
-        allocation = allocations.get(name)
-        admitted = allocation.admitted_replicas if allocation else service.replicas
+        nq = namespace_allocations(self.ctx.cache, ns)
+        allocation = nq.allocations.get(name)
+        admitted = allocation.admitted_replicas if allocation else service.wanted_replicas
         per_replica = replica_charge(model, service)
         conditions = [
             Condition(
                 MODEL_RESOLVED,
                 True,
-                "Resolved",
+                c.RESOLVED,
                 f"Model {service.model_ref!r} is valid and its accelerator is ready",
-            )
+            ),
+            self._quota_condition(service, nq.limit_for(allocation), admitted, per_replica),
         ]
-        if limit is None:
+        if service.suspend:
             conditions.append(
-                Condition(QUOTA_ADMITTED, True, "NoQuota", "no GPUQuota in this namespace")
-            )
-        elif admitted < service.replicas:
-            conditions.append(
-                Condition(
-                    QUOTA_ADMITTED,
-                    False,
-                    "QuotaExceeded",
-                    f"GPUQuota limit {limit} GPUs: {admitted} of {service.replicas} replicas "
-                    f"admitted at {per_replica} GPU(s) each",
-                )
+                Condition(c.SUSPENDED, True, c.SUSPENDED, "spec.suspend: scaled to zero")
             )
         else:
             conditions.append(
-                Condition(
-                    QUOTA_ADMITTED,
-                    True,
-                    "WithinQuota",
-                    f"{service.replicas} replica(s) at {per_replica} GPU(s) each within the "
-                    f"GPUQuota limit of {limit}",
-                )
+                Condition(c.SUSPENDED, False, c.NOT_SUSPENDED, "spec.suspend is not set")
             )
+        if model.uses_claims:
+            conditions.append(_claims_condition(service.model_ref, missing))
         conditions += advisories(isvc, service, model)
         uid = isvc["metadata"]["uid"]
-        model_name = service.model_ref
         try:
-            if model.multi_node:
-                ready, pending = await self._ensure_members(isvc, service, model, admitted)
+            if service.multi_node is not None:
+                ready, running, pending = await self._ensure_members(isvc, service, model, admitted)
             else:
-                ready, pending = await self._ensure_deployment(isvc, service, model, admitted)
+                ready, running, pending = await self._ensure_deployment(
+                    isvc, service, model, admitted
+                )
             await ensure(
                 self.ctx.client,
                 self.ctx.cache,
                 SERVICE,
-                build_service(isvc, model_name, PORTS[service.runtime]),
+                build_service(isvc, service),
                 uid,
                 keep=("clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"),
             )
         except NotOwned as e:
             conditions += [
-                Condition(WORKLOAD_READY, False, "WorkloadConflict", str(e)),
-                Condition(READY, False, "WorkloadConflict", str(e)),
+                Condition(WORKLOAD_READY, False, c.WORKLOAD_CONFLICT, str(e)),
+                Condition(READY, False, c.WORKLOAD_CONFLICT, str(e)),
             ]
-            await self._write(isvc, service, model, admitted, 0, conditions, "Failed")
+            await self._write(isvc, service, model, admitted, (0, 0), conditions, "Failed")
             return Result(requeue_after=NOT_OWNED_RECHECK)
-        wanted = admitted if not model.multi_node else admitted and 1
+        wanted = admitted if service.multi_node is None else admitted and 1
         if wanted == 0:
-            reason = "ScaledToZero" if service.replicas == 0 else "QuotaExceeded"
+            if service.suspend:
+                reason, phase = c.SUSPENDED, "Suspended"
+            elif service.replicas == 0:
+                reason, phase = c.SCALED_TO_ZERO, "Stopped"
+            else:
+                reason, phase = c.QUOTA_EXCEEDED, "Pending"
             conditions += [
                 Condition(WORKLOAD_READY, False, reason, "no replicas admitted"),
                 Condition(READY, False, reason, "no replicas are running"),
             ]
-            phase = "Idle" if service.replicas == 0 else "Pending"
         elif ready >= wanted:
             message = f"{ready}/{wanted} replicas ready"
             conditions += [
-                Condition(WORKLOAD_READY, True, "Available", message),
-                Condition(READY, True, "Serving", message),
+                Condition(WORKLOAD_READY, True, c.AVAILABLE, message),
+                Condition(READY, True, c.SERVING, message),
             ]
             phase = "Ready"
         else:
             message = f"{ready}/{wanted} replicas ready" + (f"; {pending}" if pending else "")
-            reason = "Unschedulable" if pending else "Progressing"
+            reason = c.UNSCHEDULABLE if pending else c.PROGRESSING
             conditions += [
                 Condition(WORKLOAD_READY, False, reason, message),
                 Condition(READY, False, reason, message),
             ]
-            phase = "Progressing"
-        await self._write(isvc, service, model, admitted, ready, conditions, phase)
+            phase = "WaitingForGPU" if pending and per_replica else "Progressing"
+        await self._write(isvc, service, model, admitted, (ready, running), conditions, phase)
         return Result()
 
     async def _ensure_deployment(
         self, isvc: Obj, service: InferenceServiceSpec, model: ModelSpec, replicas: int
-    ) -> tuple[int, str]:
+    ) -> tuple[int, int, str]:
         desired = build_deployment(isvc, service, model, service.model_ref, replicas)
         live = await ensure(
             self.ctx.client, self.ctx.cache, DEPLOYMENT, desired, isvc["metadata"]["uid"]
         )
-        ready = int((live.get("status") or {}).get("readyReplicas") or 0)
-        return ready, self._unschedulable(isvc)
+        status = live.get("status") or {}
+        ready = int(status.get("readyReplicas") or 0)
+        running = int(status.get("replicas") or 0)
+        return ready, running, self._unschedulable(isvc)
 
     async def _ensure_members(
         self, isvc: Obj, service: InferenceServiceSpec, model: ModelSpec, admitted: int
-    ) -> tuple[int, str]:
+    ) -> tuple[int, int, str]:
         ns, _ = object_key(isvc)
         uid = isvc["metadata"]["uid"]
         pods = build_member_pods(isvc, service, model, service.model_ref, min(admitted, 1))
@@ -292,11 +346,12 @@ class InferenceServiceReconciler:
         for pod in pods:
             live = await replace_pod_if_changed(self.ctx.client, self.ctx.cache, POD, pod, uid)
             ready += live is not None and _pod_ready(live)
-        # Members past the node list (nodes removed, or scaled to zero) are ours to remove.
+        # Members past the member list (members removed, or scaled to zero) are ours to remove.
         for live in self._owned_pods(isvc):
             if live["metadata"]["name"] not in wanted:
                 await self.ctx.client.delete(POD, ns, live["metadata"]["name"])
-        return (1 if pods and ready == len(pods) else 0), self._unschedulable(isvc)
+        group = 1 if pods else 0
+        return (group if ready == len(pods) else 0), group, self._unschedulable(isvc)
 
     def _owned_pods(self, isvc: Obj) -> list[Obj]:
         ns, name = object_key(isvc)
@@ -314,9 +369,9 @@ class InferenceServiceReconciler:
         for pod in self.ctx.cache.list(POD, ns):
             if (pod["metadata"].get("labels") or {}).get(SERVICE_LABEL) != name:
                 continue
-            for c in (pod.get("status") or {}).get("conditions") or []:
-                if c.get("type") == "PodScheduled" and c.get("status") == "False":
-                    return f"pod {pod['metadata']['name']} unschedulable: {c.get('message', '')}"
+            for cond in (pod.get("status") or {}).get("conditions") or []:
+                if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
+                    return f"pod {pod['metadata']['name']} unschedulable: {cond.get('message', '')}"
         return ""
 
     async def _write(
@@ -325,28 +380,48 @@ class InferenceServiceReconciler:
         service: InferenceServiceSpec,
         model: ModelSpec,
         admitted: int,
-        ready: int,
+        pods: tuple[int, int],
         conditions: list[Condition],
         phase: str,
     ) -> None:
         ns, name = object_key(isvc)
-        port = PORTS[service.runtime]
+        ready, running = pods
         fields = {
             "phase": phase,
+            "mode": service.mode,
+            "modelReady": True,
             "model": service.model_ref,
             "runtime": service.runtime,
-            "replicas": service.replicas,
+            "desiredReplicas": service.wanted_replicas,
+            "replicas": running,
+            "selector": selector(isvc),
             "admittedReplicas": admitted,
             "readyReplicas": ready,
             "gpusPerReplica": replica_charge(model, service),
-            "gpuAttachment": attachment_kind(model),
-            "endpoint": f"http://{name}.{ns}.svc.cluster.local:{port}/v1",
+            "gpuAttachment": attachment_kind(model, service),
+            "endpoint": (
+                f"http://{name}.{ns}.svc.cluster.local:{service.endpoint.port}"
+                f"{service.endpoint_path}"
+            ),
         }
         await self.ctx.status.write(INFERENCE_SERVICE, isvc, fields, conditions)
 
 
+def _claims_condition(model_ref: str, missing: list[str]) -> Condition:
+    """Claims deleted under running pods: the pods keep their devices, new ones cannot start."""
+    if missing:
+        return Condition(
+            c.CLAIMS_PRESENT,
+            False,
+            c.ACCELERATOR_NOT_READY,
+            f"Model {model_ref!r} names claims that no longer exist: {', '.join(missing)}; "
+            "running pods keep their devices, new pods cannot start until they are back",
+        )
+    return Condition(c.CLAIMS_PRESENT, True, c.ALL_CLAIMS_FOUND, "every named claim exists")
+
+
 def _pod_ready(pod: Obj) -> bool:
     return any(
-        c.get("type") == "Ready" and c.get("status") == "True"
-        for c in (pod.get("status") or {}).get("conditions") or []
+        cond.get("type") == "Ready" and cond.get("status") == "True"
+        for cond in (pod.get("status") or {}).get("conditions") or []
     )

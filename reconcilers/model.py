@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from api import InvalidSpec, ModelSpec, parse_model
+from api import conditions as c
 from controller.informer import Event
 from controller.reconcile import Request, Result, Watch
 from controller.resources import (
@@ -22,10 +24,9 @@ from .claims import missing_claims, names_claim
 from .conditions import Condition
 from .context import Context
 from .gpu import attachment_kind, device_plugin_resource
-from .spec import InvalidSpec, ModelSpec, parse_model
 
-ACCELERATOR_READY = "AcceleratorReady"
-READY = "Ready"
+ACCELERATOR_READY = c.ACCELERATOR_READY
+READY = c.READY
 
 
 def accelerator_condition(ctx: Context, namespace: str, model: ModelSpec) -> Condition:
@@ -33,9 +34,9 @@ def accelerator_condition(ctx: Context, namespace: str, model: ModelSpec) -> Con
         missing = missing_claims(ctx.cache, namespace, model)
         if missing:
             reason = (
-                "ResourceClaimTemplateNotFound"
+                c.RESOURCE_CLAIM_TEMPLATE_NOT_FOUND
                 if all(m.startswith("ResourceClaimTemplate") for m in missing)
-                else "ResourceClaimNotFound"
+                else c.RESOURCE_CLAIM_NOT_FOUND
             )
             return Condition(
                 ACCELERATOR_READY,
@@ -47,17 +48,17 @@ def accelerator_condition(ctx: Context, namespace: str, model: ModelSpec) -> Con
         return Condition(
             ACCELERATOR_READY,
             True,
-            "ResourceClaimsFound",
+            c.RESOURCE_CLAIMS_FOUND,
             f"{len(model.gpu.claims)} DRA claim(s) found: {names}",
         )
     if model.is_gpu_model:
         return Condition(
             ACCELERATOR_READY,
             True,
-            "DevicePlugin",
+            c.DEVICE_PLUGIN,
             f"{model.gpu.count or 1} GPU(s) requested as {device_plugin_resource(model)}",
         )
-    return Condition(ACCELERATOR_READY, True, "NoAcceleratorRequired", "runs on CPU")
+    return Condition(ACCELERATOR_READY, True, c.NO_ACCELERATOR_REQUIRED, "runs on CPU")
 
 
 class ModelReconciler:
@@ -98,10 +99,10 @@ class ModelReconciler:
             await self.ctx.status.write(
                 MODEL,
                 obj,
-                {"phase": "Failed"},
+                {"phase": "Failed", "acceleratorReady": False},
                 [
-                    Condition(ACCELERATOR_READY, False, "InvalidSpec", message),
-                    Condition(READY, False, "InvalidSpec", message),
+                    Condition(ACCELERATOR_READY, False, c.INVALID_SPEC, message),
+                    Condition(READY, False, c.INVALID_SPEC, message),
                 ],
             )
             return Result()
@@ -109,11 +110,13 @@ class ModelReconciler:
         ready = Condition(
             READY,
             accelerator.status,
-            "Ready" if accelerator.status else "AcceleratorNotReady",
+            "Ready" if accelerator.status else c.ACCELERATOR_NOT_READY,
             "model can be served" if accelerator.status else accelerator.message,
         )
         fields = {
             "phase": "Ready" if accelerator.status else "Pending",
+            # LLMKube's bool, next to the condition that says why.
+            "acceleratorReady": accelerator.status,
             "gpu": {
                 "count": model.gpu.count,
                 "claims": [c.pod_entry() for c in model.gpu.claims],

@@ -1,9 +1,10 @@
-"""GPUQuota accounting: who in a namespace gets how many replicas under the limit.
+"""GPUQuota accounting: which services each quota covers, and how many replicas fit.
 
-Services are served first come, first served (creation time, then name), so an
-older service is never scaled down to make room for a newer one. A service whose
-replicas cost nothing (no GPUs charged) is always admitted in full. With several
-GPUQuotas in a namespace the smallest limit applies.
+A GPUQuota covers the InferenceServices of `spec.namespaceRef`, or, with
+`spec.selector`, those in its own namespace whose pods carry matching labels. Services
+are served first come, first served (creation time, then name), so an older service is
+never scaled down to make room for a newer one; a service under several quotas gets
+what fits under all of them. A service whose replicas cost nothing is admitted in full.
 """
 
 from __future__ import annotations
@@ -11,11 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from api import GPUQuotaSpec, InvalidSpec, parse_gpu_quota, parse_inference_service, parse_model
 from controller.cache import Cache
 from controller.resources import GPU_QUOTA, INFERENCE_SERVICE, MODEL
 
 from .gpu import replica_charge
-from .spec import InvalidSpec, parse_gpu_quota, parse_inference_service, parse_model
+from .workload import pod_labels
 
 Obj = dict[str, Any]
 
@@ -26,6 +28,7 @@ class Demand:
     created: str
     replicas: int
     gpus_per_replica: int
+    quotas: tuple[str, ...] = ()  # keys of the quotas covering it
 
 
 @dataclass(frozen=True)
@@ -34,36 +37,53 @@ class Allocation:
     requested_replicas: int
     admitted_replicas: int
     gpus_per_replica: int
+    quotas: tuple[str, ...] = ()
 
     @property
     def gpus(self) -> int:
         return self.admitted_replicas * self.gpus_per_replica
 
 
-def allocate(limit: int | None, demands: list[Demand]) -> dict[str, Allocation]:
-    remaining = limit
+def allocate(limits: dict[str, int], demands: list[Demand]) -> dict[str, Allocation]:
+    remaining = dict(limits)
     result = {}
     for d in sorted(demands, key=lambda d: (d.created, d.name)):
         admitted = d.replicas
-        if remaining is not None and d.gpus_per_replica > 0:
-            admitted = min(d.replicas, remaining // d.gpus_per_replica)
-            remaining -= admitted * d.gpus_per_replica
-        result[d.name] = Allocation(d.name, d.replicas, admitted, d.gpus_per_replica)
+        if d.gpus_per_replica > 0:
+            for q in d.quotas:
+                admitted = min(admitted, remaining[q] // d.gpus_per_replica)
+            for q in d.quotas:
+                remaining[q] -= admitted * d.gpus_per_replica
+        result[d.name] = Allocation(d.name, d.replicas, admitted, d.gpus_per_replica, d.quotas)
     return result
 
 
-def namespace_limit(cache: Cache, namespace: str) -> int | None:
-    limits = []
-    for quota in cache.list(GPU_QUOTA, namespace):
+def quota_key(quota: Obj) -> str:
+    return f"{quota['metadata'].get('namespace', '')}/{quota['metadata']['name']}"
+
+
+def quota_scope(quota: Obj, spec: GPUQuotaSpec) -> str:
+    """The namespace whose services the quota covers."""
+    return spec.namespace_ref or quota["metadata"].get("namespace", "")
+
+
+def quotas_for(cache: Cache, namespace: str) -> dict[str, tuple[Obj, GPUQuotaSpec]]:
+    """The valid GPUQuotas (in any namespace) whose scope is this namespace."""
+    found = {}
+    for quota in cache.list(GPU_QUOTA):
         try:
-            limits.append(parse_gpu_quota(quota.get("spec")).limit)
+            spec = parse_gpu_quota(quota.get("spec"))
         except InvalidSpec:
             continue  # an invalid quota reports itself; it limits nothing
-    return min(limits) if limits else None
+        if quota_scope(quota, spec) == namespace:
+            found[quota_key(quota)] = (quota, spec)
+    return found
 
 
-def namespace_demands(cache: Cache, namespace: str) -> list[Demand]:
-    """What each valid InferenceService with a valid Model asks for."""
+def namespace_demands(
+    cache: Cache, namespace: str, quotas: dict[str, tuple[Obj, GPUQuotaSpec]]
+) -> list[Demand]:
+    """What each valid InferenceService with a valid Model asks for, and who covers it."""
     demands = []
     for isvc in cache.list(INFERENCE_SERVICE, namespace):
         meta = isvc["metadata"]
@@ -75,22 +95,44 @@ def namespace_demands(cache: Cache, namespace: str) -> list[Demand]:
             model = parse_model(model_obj.get("spec"))
         except InvalidSpec:
             continue
-        per_replica = replica_charge(model, service)
+        labels = pod_labels(isvc, service)
+        covering = tuple(
+            key
+            for key, (q, spec) in sorted(quotas.items())
+            if spec.covers(q["metadata"].get("namespace", ""), namespace, labels)
+        )
         demands.append(
             Demand(
-                meta["name"], str(meta.get("creationTimestamp", "")), service.replicas, per_replica
+                meta["name"],
+                str(meta.get("creationTimestamp", "")),
+                service.wanted_replicas,
+                replica_charge(model, service),
+                covering,
             )
         )
     return demands
 
 
-def namespace_allocations(cache: Cache, namespace: str) -> tuple[int | None, dict[str, Allocation]]:
-    """The namespace's limit and what each service is admitted; nothing to admit without one.
+@dataclass(frozen=True)
+class NamespaceQuota:
+    limits: dict[str, int]  # quota key -> gpuCount
+    allocations: dict[str, Allocation]  # service name -> allocation
+
+    def limit_for(self, allocation: Allocation | None) -> int | None:
+        """The tightest gpuCount among the quotas covering a service (None: uncovered)."""
+        if allocation is None or not allocation.quotas:
+            return None
+        return min(self.limits[q] for q in allocation.quotas)
+
+
+def namespace_allocations(cache: Cache, namespace: str) -> NamespaceQuota:
+    """The quotas over this namespace and what each service is admitted.
 
     Without a GPUQuota every service is admitted in full, so the namespace's services
     and Models are not parsed on every reconcile for nothing.
     """
-    limit = namespace_limit(cache, namespace)
-    if limit is None:
-        return None, {}
-    return limit, allocate(limit, namespace_demands(cache, namespace))
+    quotas = quotas_for(cache, namespace)
+    if not quotas:
+        return NamespaceQuota({}, {})
+    limits = {key: spec.gpu_count for key, (_, spec) in quotas.items()}
+    return NamespaceQuota(limits, allocate(limits, namespace_demands(cache, namespace, quotas)))

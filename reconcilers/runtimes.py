@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .gpu import runtime_device_count
-from .spec import InferenceServiceSpec, ModelSpec
+from api import InferenceServiceSpec, ModelSpec
+
+from .gpu import runtime_device_count, uses_gpu
 
 IMAGES = {
     "vllm": "vllm/vllm-openai:v0.11.0",
@@ -24,7 +25,9 @@ LLAMACPP_IMAGES = {
     "cpu": "ghcr.io/ggml-org/llama.cpp:server",
 }
 PORTS = {"vllm": 8000, "sglang": 8000, "tgi": 8080, "llamacpp": 8080}
-ALL_LAYERS = 999  # llama.cpp offloads min(n, layers): "all of them"
+ALL_LAYERS = 99  # LLMKube's "all of them" (layers unset or -1)
+# Model.hardware.gpu.sharding.strategy -> llama.cpp --split-mode
+SPLIT_MODES = {"layer": "layer", "tensor": "row", "row": "row", "pipeline": "layer", "none": "none"}
 
 # Spellings of one option; a user passing any of them owns that option.
 ALIASES = {
@@ -41,6 +44,13 @@ ALIASES = {
     "--mem-fraction-static": ("--mem-fraction-static",),
     "--port": ("--port",),
     "--host": ("--host", "--hostname"),
+}
+
+
+# spec.mode -> llama-server flags (LLMKube's), skipped when extraArgs already set them.
+LLAMACPP_MODE_FLAGS = {
+    "embedding": (("--embedding",), ("--pooling", "last")),
+    "rerank": (("--reranking",), ("--embedding",), ("--pooling", "rank")),
 }
 
 
@@ -85,12 +95,23 @@ def _multi(count: int | None) -> int | None:
     return count if count and count > 1 else None
 
 
+def _tensor_split(layer_split: tuple[str, ...], count: int) -> str:
+    """Ratios from LLMKube's layerSplit ranges ("0-15" = 16 layers), else an even split."""
+    if layer_split:
+        sizes = []
+        for r in layer_split:
+            lo, hi = r.split("-", 1)
+            sizes.append(str(int(hi) - int(lo) + 1))
+        return ",".join(sizes)
+    return ",".join(["1"] * count)
+
+
 def runtime_command(
     service: InferenceServiceSpec, model: ModelSpec, model_arg: str, served_name: str
 ) -> RuntimeCommand:
     s = service.settings
-    count = runtime_device_count(model)
-    gpu = model.is_gpu_model
+    count = runtime_device_count(model, service) or None
+    gpu = uses_gpu(model, service)
     port = PORTS[service.runtime]
     a = _Args(service.extra_args)
     if service.runtime == "vllm":
@@ -110,13 +131,15 @@ def runtime_command(
         a.add("--tp", s.tensor_parallel_size or _multi(count))
         if gpu:
             a.add("--mem-fraction-static", s.mem_fraction_static)
+        if service.mode == "embedding" and "--is-embedding" not in a.user:
+            a.args.append("--is-embedding")
         command = ["python3", "-m", "sglang.launch_server"]
         return RuntimeCommand(service.image or IMAGES["sglang"], command, a.done(), port)
     if service.runtime == "tgi":
         a.args += ["--model-id", model_arg]
         a.add("--hostname", "0.0.0.0")
         a.add("--port", port)
-        a.add("--num-shard", s.num_shard or _multi(count))
+        a.add("--num-shard", _multi(count))
         return RuntimeCommand(service.image or IMAGES["tgi"], [], a.done(), port)
     # llama.cpp
     if model_arg.startswith(("/", "./")):
@@ -127,14 +150,17 @@ def runtime_command(
     a.add("--host", "0.0.0.0")
     a.add("--port", port)
     if gpu:
-        a.add("--n-gpu-layers", ALL_LAYERS if s.n_gpu_layers is None else s.n_gpu_layers)
-        split_mode = s.split_mode or ("layer" if _multi(count) else None)
-        a.add("--split-mode", split_mode)
-        tensor_split = s.tensor_split
-        if tensor_split is None and _multi(count) and split_mode != "none":
-            tensor_split = ",".join(["1"] * (count or 1))
-        a.add("--tensor-split", tensor_split)
+        layers = model.gpu.layers
+        a.add("--n-gpu-layers", layers if layers and layers > 0 else ALL_LAYERS)
+        if _multi(count):
+            split_mode = SPLIT_MODES[model.gpu.sharding_strategy]
+            a.add("--split-mode", split_mode)
+            if split_mode != "none":
+                a.add("--tensor-split", _tensor_split(model.gpu.layer_split, count or 1))
     a.add("--ctx-size", s.context_size)
+    for group in LLAMACPP_MODE_FLAGS.get(service.mode, ()):
+        if group[0] not in a.user:
+            a.args += group
     vendor = model.gpu.vendor if gpu else "cpu"
     image = service.image or LLAMACPP_IMAGES.get(vendor, LLAMACPP_IMAGES["cpu"])
     return RuntimeCommand(image, [], a.done(), port)

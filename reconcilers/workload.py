@@ -9,11 +9,11 @@ import posixpath
 from typing import Any
 from urllib.parse import urlparse
 
+from api import InferenceServiceSpec, ModelSpec
 from controller.resources import INFERENCE_SERVICE
 
-from .gpu import GPUAttachment, gpu_attachment
+from .gpu import GPUAttachment, gpu_attachment, uses_gpu
 from .runtimes import RuntimeCommand, runtime_command
-from .spec import InferenceServiceSpec, ModelSpec
 
 Obj = dict[str, Any]
 MANAGED_BY = "app.kubernetes.io/managed-by"
@@ -49,6 +49,16 @@ def labels(isvc: Obj, model_name: str) -> dict[str, str]:
     }
 
 
+def pod_labels(isvc: Obj, service: InferenceServiceSpec) -> dict[str, str]:
+    """spec.podLabels, under ours: our labels select the pods and must win."""
+    return {**service.pod.pod_labels, **labels(isvc, service.model_ref)}
+
+
+def selector(isvc: Obj) -> str:
+    """The pods' label selector, as the scale subresource reports it."""
+    return f"{SERVICE_LABEL}={isvc['metadata']['name']}"
+
+
 def _metadata(isvc: Obj, name: str, model_name: str) -> Obj:
     return {
         "name": name,
@@ -80,14 +90,18 @@ def model_location(model: ModelSpec) -> tuple[str, Obj | None]:
     return path, loader
 
 
-def _container(rt: RuntimeCommand, service: InferenceServiceSpec, attach: GPUAttachment) -> Obj:
+def _container(
+    rt: RuntimeCommand, service: InferenceServiceSpec, model: ModelSpec, attach: GPUAttachment
+) -> Obj:
     resources: Obj = {}
-    requests = {k: v for k, v in (("cpu", service.cpu), ("memory", service.memory)) if v}
+    # The InferenceService's resources win over the Model's (LLMKube's order).
+    cpu, memory = service.cpu or model.cpu, service.memory or model.memory
+    requests = {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v}
     if requests:
         resources["requests"] = dict(requests)
     limits = dict(attach.limits)
-    if service.memory:
-        limits["memory"] = service.memory
+    if memory:
+        limits["memory"] = memory
     if limits:
         resources["limits"] = limits
     if attach.container_claims:
@@ -112,7 +126,24 @@ def _container(rt: RuntimeCommand, service: InferenceServiceSpec, attach: GPUAtt
     }
     if rt.command:
         container["command"] = rt.command
+    if service.pod.env:
+        container["env"] = [dict(e) for e in service.pod.env]
     return container
+
+
+def _scheduling(service: InferenceServiceSpec) -> Obj:
+    """The pod fields LLMKube passes through from the InferenceService as they are."""
+    p = service.pod
+    fields: Obj = {
+        "tolerations": [dict(t) for t in p.tolerations],
+        "nodeSelector": dict(p.node_selector),
+        "affinity": p.affinity,
+        "topologySpreadConstraints": [dict(t) for t in p.topology_spread_constraints],
+        "imagePullSecrets": [dict(s) for s in p.image_pull_secrets],
+        "priorityClassName": p.priority_class_name,
+        "runtimeClassName": p.runtime_class_name,
+    }
+    return {k: v for k, v in fields.items() if v}
 
 
 def pod_spec(isvc: Obj, service: InferenceServiceSpec, model: ModelSpec, model_name: str) -> Obj:
@@ -120,8 +151,9 @@ def pod_spec(isvc: Obj, service: InferenceServiceSpec, model: ModelSpec, model_n
     rt = runtime_command(service, model, model_arg, served_name=model_name)
     attach = gpu_attachment(model, service)
     spec: Obj = {
-        "containers": [_container(rt, service, attach)],
+        "containers": [_container(rt, service, model, attach)],
         "volumes": [{"name": "models", "emptyDir": {}}],
+        **_scheduling(service),
     }
     if loader:
         spec["initContainers"] = [loader]
@@ -134,9 +166,11 @@ def build_deployment(
     isvc: Obj, service: InferenceServiceSpec, model: ModelSpec, model_name: str, replicas: int
 ) -> Obj:
     name = isvc["metadata"]["name"]
-    pod_labels = labels(isvc, model_name)
+    template_meta: Obj = {"labels": pod_labels(isvc, service)}
+    if service.pod.pod_annotations:
+        template_meta["annotations"] = dict(service.pod.pod_annotations)
     # GPU pods hold devices: a surge pod would wait for GPUs the old pod still holds.
-    strategy = {"type": "Recreate"} if model.is_gpu_model else {"type": "RollingUpdate"}
+    strategy = {"type": "Recreate"} if uses_gpu(model, service) else {"type": "RollingUpdate"}
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -146,7 +180,7 @@ def build_deployment(
             "selector": {"matchLabels": {SERVICE_LABEL: name}},
             "strategy": strategy,
             "template": {
-                "metadata": {"labels": pod_labels},
+                "metadata": template_meta,
                 "spec": pod_spec(isvc, service, model, model_name),
             },
         },
@@ -156,39 +190,45 @@ def build_deployment(
 def build_member_pods(
     isvc: Obj, service: InferenceServiceSpec, model: ModelSpec, model_name: str, replicas: int
 ) -> list[Obj]:
-    """multiNode: one pod per listed node, pinned with nodeName (device-plugin GPUs only)."""
-    if replicas == 0:
+    """multiNode: one pod per member, pinned with nodeName (device-plugin GPUs only)."""
+    if replicas == 0 or service.multi_node is None:
         return []
     name = isvc["metadata"]["name"]
-    nodes = model.multi_node_nodes
-    leader = f"{name}-0.{name}.{isvc['metadata']['namespace']}.svc"
+    members = service.multi_node.members
+    leader = members[0].address or f"{name}-0.{name}.{isvc['metadata']['namespace']}.svc"
     pods = []
-    for rank, node in enumerate(nodes):
+    for rank, member in enumerate(members):
         spec = pod_spec(isvc, service, model, model_name)
-        spec["nodeName"] = node
+        spec["nodeName"] = member.node
         spec["hostname"] = f"{name}-{rank}"
         spec["subdomain"] = name
         spec["restartPolicy"] = "Always"
-        spec["containers"][0]["env"] = [
+        container = spec["containers"][0]
+        container["env"] = [
+            *container.get("env", []),
             {"name": "LLMKUBE_NODE_RANK", "value": str(rank)},
-            {"name": "LLMKUBE_WORLD_SIZE", "value": str(len(nodes))},
+            {"name": "LLMKUBE_WORLD_SIZE", "value": str(len(members))},
             {"name": "LLMKUBE_LEADER_ADDRESS", "value": leader},
+            {"name": "LLMKUBE_RENDEZVOUS_PORT", "value": str(service.multi_node.rendezvous_port)},
         ]
         meta = _metadata(isvc, f"{name}-{rank}", model_name)
-        meta["labels"][MEMBER_LABEL] = str(rank)
+        meta["labels"] = {**service.pod.pod_labels, **meta["labels"], MEMBER_LABEL: str(rank)}
+        if service.pod.pod_annotations:
+            meta["annotations"] = dict(service.pod.pod_annotations)
         pods.append({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec})
     return pods
 
 
-def build_service(isvc: Obj, model_name: str, port: int) -> Obj:
+def build_service(isvc: Obj, service: InferenceServiceSpec) -> Obj:
+    """spec.endpoint: the Service's port (default 8080) and type; the pod's http port behind."""
     name = isvc["metadata"]["name"]
+    ep = service.endpoint
+    port: Obj = {"name": "http", "port": ep.port, "targetPort": "http", "protocol": "TCP"}
+    if ep.node_port and ep.type != "ClusterIP":
+        port["nodePort"] = ep.node_port
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": _metadata(isvc, name, model_name),
-        "spec": {
-            "selector": {SERVICE_LABEL: name},
-            "ports": [{"name": "http", "port": port, "targetPort": "http", "protocol": "TCP"}],
-            "type": "ClusterIP",
-        },
+        "metadata": _metadata(isvc, name, service.model_ref),
+        "spec": {"selector": {SERVICE_LABEL: name}, "ports": [port], "type": ep.type},
     }

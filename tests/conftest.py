@@ -10,9 +10,9 @@ from typing import Any, TypeVar
 import pytest
 
 from controller import logging as log_setup
-from controller.kube import KubeClient
+from controller.kube import ApiError, KubeClient
 from controller.manager import Manager, ManagerConfig
-from controller.manifests import install_crds
+from controller.manifests import apply_text, install_crds
 from testserver.process import ApiServerProcess
 
 T = TypeVar("T")
@@ -155,3 +155,15 @@ def reconciles(manager: Manager, controller: str, result: str = "success") -> fl
         "controller_runtime_reconcile_total", {"controller": controller, "result": result}
     )
     return value or 0.0
+
+
+async def reapply(client: KubeClient, text: str, namespace: str = "default") -> None:
+    """apply_text, retried on 409: a replace can race the controller's status writes."""
+    for attempt in range(10):
+        try:
+            await apply_text(client, text, namespace)
+            return
+        except ApiError as e:
+            if e.status != 409 or attempt == 9:
+                raise
+            await asyncio.sleep(0.05)

@@ -32,46 +32,60 @@ def obj(kind: str, name: str, spec: Any) -> Obj:
 BAD_MODELS: list[tuple[str, Any, str]] = [
     ("spec-string", "cuda please", "spec: must be an object"),
     ("spec-null", None, "spec.source: required"),
-    ("hardware-list", {"source": "s", "hardware": ["cuda"]}, "spec.hardware: must be an object"),
+    (
+        "hardware-list",
+        {"source": "org/m", "hardware": ["cuda"]},
+        "spec.hardware: must be an object",
+    ),
     (
         "claims-dict",
-        {"source": "s", "hardware": {"gpu": {"resourceClaims": {"name": "g"}}}},
+        {"source": "org/m", "hardware": {"gpu": {"resourceClaims": {"name": "g"}}}},
         "spec.hardware.gpu.resourceClaims: must be a list",
     ),
     (
         "claim-string",
-        {"source": "s", "hardware": {"gpu": {"resourceClaims": ["one-gpu"]}}},
+        {"source": "org/m", "hardware": {"gpu": {"resourceClaims": ["one-gpu"]}}},
         "spec.hardware.gpu.resourceClaims[0]: must be an object",
     ),
     (
         "count-negative",
-        {"source": "s", "hardware": {"gpu": {"enabled": True, "count": -2}}},
-        "spec.hardware.gpu.count: must be at least 1, got -2",
+        {"source": "org/m", "hardware": {"gpu": {"enabled": True, "count": -2}}},
+        "spec.hardware.gpu.count: must be at least 0, got -2",
     ),
     (
         "count-huge",
-        {"source": "s", "hardware": {"gpu": {"enabled": True, "count": 10**12}}},
-        "spec.hardware.gpu.count: must be at most 64",
+        {"source": "org/m", "hardware": {"gpu": {"enabled": True, "count": 10**12}}},
+        "spec.hardware.gpu.count: must be at most 8, got 1000000000000",
     ),
     (
         "count-text",
-        {"source": "s", "hardware": {"gpu": {"enabled": True, "count": "two"}}},
-        "spec.hardware.gpu.count: must be an integer",
+        {"source": "org/m", "hardware": {"gpu": {"enabled": True, "count": "two"}}},
+        "spec.hardware.gpu.count: must be a number",
     ),
     (
         "count-float",
-        {"source": "s", "hardware": {"gpu": {"enabled": True, "count": 1.5}}},
-        "spec.hardware.gpu.count: must be an integer",
+        {"source": "org/m", "hardware": {"gpu": {"enabled": True, "count": 1.5}}},
+        "spec.hardware.gpu.count: must be an integer, got 1.5",
+    ),
+    (
+        "count-infinite",
+        {"source": "org/m", "hardware": {"gpu": {"enabled": True, "count": float("inf")}}},
+        "spec.hardware.gpu.count: must be a finite number, got inf",
+    ),
+    (
+        "memory-fraction-nan",
+        {"source": "org/m", "hardware": {"memoryFraction": float("nan")}},
+        "spec.hardware.memoryFraction: must be a finite number, got nan",
     ),
     (
         "vendor-unknown",
-        {"source": "s", "hardware": {"gpu": {"enabled": True, "vendor": "acme"}}},
+        {"source": "org/m", "hardware": {"gpu": {"enabled": True, "vendor": "acme"}}},
         "spec.hardware.gpu.vendor: 'acme' is not one of nvidia, amd, intel",
     ),
     (
-        "multinode-empty",
-        {"source": "s", "multiNode": {"nodes": []}},
-        "spec.multiNode.nodes: list the nodes to pin member pods to",
+        "source-pattern",
+        {"source": "no spaces allowed"},
+        "spec.source: 'no spaces allowed' does not match",
     ),
 ]
 
@@ -91,7 +105,7 @@ BAD_SERVICES: list[tuple[str, Any, str, str]] = [
         "runtime-unknown",
         {"modelRef": "ok", "runtime": "ollama"},
         "InvalidSpec",
-        "spec.runtime: 'ollama' is not one of vllm, sglang, tgi, llamacpp",
+        "spec.runtime: 'ollama' is not one of llamacpp, llamacpp-router, personaplex, vllm",
     ),
     (
         "replicas-negative",
@@ -104,7 +118,7 @@ BAD_SERVICES: list[tuple[str, Any, str, str]] = [
         "model-ref-object",
         {"modelRef": {"name": "ok"}},
         "InvalidSpec",
-        "spec.modelRef: must be a non-empty string",
+        "spec.modelRef: must be a string",
     ),
     (
         "missing-model",
@@ -116,13 +130,13 @@ BAD_SERVICES: list[tuple[str, Any, str, str]] = [
         "bad-model",
         {"modelRef": "count-bad"},
         "ModelInvalid",
-        "Model 'count-bad' is invalid: spec.hardware.gpu.count: must be at least 1, got -1",
+        "Model 'count-bad' is invalid: spec.hardware.gpu.count: must be at least 0, got -1",
     ),
     (
         "extra-args-dict",
         {"modelRef": "ok", "extraArgs": {"--tp": 2}},
         "InvalidSpec",
-        "spec.extraArgs: must be a list of strings",
+        "spec.extraArgs: must be a list",
     ),
     (
         "gpu-negative",
@@ -136,6 +150,30 @@ BAD_SERVICES: list[tuple[str, Any, str, str]] = [
         "InvalidSpec",
         "spec.vllmConfig.gpuMemoryUtilization: must be at most 1, got 3",
     ),
+    (
+        "replicas-infinite",
+        {"modelRef": "ok", "replicas": float("inf")},
+        "InvalidSpec",
+        "spec.replicas: must be a finite number, got inf",
+    ),
+    (
+        "replicas-over-ten",
+        {"modelRef": "ok", "replicas": 11},
+        "InvalidSpec",
+        "spec.replicas: must be at most 10, got 11",
+    ),
+    (
+        "context-nan",
+        {"modelRef": "ok", "contextSize": float("nan")},
+        "InvalidSpec",
+        "spec.contextSize: must be a finite number, got nan",
+    ),
+    (
+        "runtime-not-served",
+        {"modelRef": "ok", "runtime": "personaplex"},
+        "RuntimeNotSupported",
+        "spec.runtime: 'personaplex' is valid in LLMKube's API but llmkube-py serves only",
+    ),
 ]
 
 
@@ -146,14 +184,14 @@ async def test_bad_services_get_a_clear_condition(
     kube: KubeClient, controller: Manager, name: str, spec: Any, reason: str, message: str
 ) -> None:
     await kube.create(
-        MODEL, obj("Model", "ok", {"source": "s", "hardware": {"accelerator": "cpu"}})
+        MODEL, obj("Model", "ok", {"source": "org/m", "hardware": {"accelerator": "cpu"}})
     )
     await kube.create(
         MODEL,
         obj(
             "Model",
             "count-bad",
-            {"source": "s", "hardware": {"gpu": {"enabled": True, "count": -1}}},
+            {"source": "org/m", "hardware": {"gpu": {"enabled": True, "count": -1}}},
         ),
     )
     await kube.create(INFERENCE_SERVICE, obj("InferenceService", name, spec))
@@ -164,9 +202,11 @@ async def test_bad_services_get_a_clear_condition(
 
 
 async def test_bad_quota_gets_invalid_spec(kube: KubeClient, controller: Manager) -> None:
-    await kube.create(GPU_QUOTA, obj("GPUQuota", "q", {"limit": "lots"}))
+    await kube.create(GPU_QUOTA, obj("GPUQuota", "q", {"gpuCount": "lots"}))
     q = await wait_condition(kube, GPU_QUOTA, "q", "Ready", "False", "InvalidSpec")
-    assert condition(q, "Ready")["message"] == "spec.limit: must be an integer"  # type: ignore[index]
+    assert condition(q, "Ready")["message"] == (  # type: ignore[index]
+        "spec.gpuCount: must be a number; spec: exactly one of selector or namespaceRef must be set"
+    )
 
 
 async def test_huge_objects_flow_through_watch_and_reconcile(

@@ -6,7 +6,6 @@ from typing import Any
 
 from controller.kube import KubeClient
 from controller.manager import Manager
-from controller.manifests import apply_text
 from controller.resources import DEPLOYMENT, GPU_QUOTA, INFERENCE_SERVICE
 
 from .conftest import (
@@ -15,6 +14,7 @@ from .conftest import (
     condition,
     eventually,
     model_yaml,
+    reapply,
     wait_condition,
 )
 from .conftest import (
@@ -29,12 +29,12 @@ UNCOUNTED = """\
         - {name: gpus, resourceClaimTemplateName: two-gpus}"""
 
 
-def quota_yaml(limit: int, name: str = "team") -> str:
+def quota_yaml(limit: int, name: str = "team", scope: str = "namespaceRef: default") -> str:
     return f"""
 apiVersion: inference.llmkube.dev/v1alpha1
 kind: GPUQuota
 metadata: {{name: {name}}}
-spec: {{limit: {limit}}}
+spec: {{gpuCount: {limit}, {scope}}}
 """
 
 
@@ -61,13 +61,14 @@ async def replicas(kube: KubeClient, name: str, want: int) -> None:
 
 
 async def test_charges_count_per_replica(kube: KubeClient, controller: Manager) -> None:
-    await apply_text(kube, TEMPLATE_YAML.format(name="two-gpus", count=2))
-    await apply_text(kube, model_yaml("m", COUNTED))
-    await apply_text(kube, quota_yaml(10))
-    await apply_text(kube, isvc_yaml("svc", "m", replicas=3))
-    q = await quota_status(kube, {"used": 6, "requested": 6, "limit": 10})
+    await reapply(kube, TEMPLATE_YAML.format(name="two-gpus", count=2))
+    await reapply(kube, model_yaml("m", COUNTED))
+    await reapply(kube, quota_yaml(10))
+    await reapply(kube, isvc_yaml("svc", "m", replicas=3))
+    q = await quota_status(kube, {"usedGPUCount": 6, "requestedGPUCount": 6})
     assert q["status"]["services"] == [
         {
+            "namespace": "default",
             "name": "svc",
             "requestedReplicas": 3,
             "admittedReplicas": 3,
@@ -85,14 +86,14 @@ async def test_charges_count_per_replica(kube: KubeClient, controller: Manager) 
 async def test_claims_without_count_charged_only_with_resources_gpu(
     kube: KubeClient, controller: Manager
 ) -> None:
-    await apply_text(kube, TEMPLATE_YAML.format(name="two-gpus", count=2))
-    await apply_text(kube, model_yaml("m", UNCOUNTED))
-    await apply_text(kube, quota_yaml(4))
-    await apply_text(kube, isvc_yaml("free", "m", replicas=5))
-    await quota_status(kube, {"used": 0, "requested": 0})
+    await reapply(kube, TEMPLATE_YAML.format(name="two-gpus", count=2))
+    await reapply(kube, model_yaml("m", UNCOUNTED))
+    await reapply(kube, quota_yaml(4))
+    await reapply(kube, isvc_yaml("free", "m", replicas=5))
+    await quota_status(kube, {"usedGPUCount": 0, "requestedGPUCount": 0})
     await replicas(kube, "free", 5)
-    await apply_text(kube, isvc_yaml("charged", "m", replicas=2, gpu=2))
-    q = await quota_status(kube, {"used": 4, "requested": 4})
+    await reapply(kube, isvc_yaml("charged", "m", replicas=2, gpu=2))
+    q = await quota_status(kube, {"usedGPUCount": 4, "requestedGPUCount": 4})
     by_name = {s["name"]: s for s in q["status"]["services"]}
     assert by_name["free"]["gpusPerReplica"] == 0
     assert by_name["charged"]["gpus"] == 4
@@ -101,12 +102,12 @@ async def test_claims_without_count_charged_only_with_resources_gpu(
 async def test_over_quota_is_not_scaled_past_it_and_says_so(
     kube: KubeClient, controller: Manager
 ) -> None:
-    await apply_text(kube, TEMPLATE_YAML.format(name="two-gpus", count=2))
-    await apply_text(kube, model_yaml("m", COUNTED))
-    await apply_text(kube, quota_yaml(5))
-    await apply_text(kube, isvc_yaml("first", "m", replicas=2))
+    await reapply(kube, TEMPLATE_YAML.format(name="two-gpus", count=2))
+    await reapply(kube, model_yaml("m", COUNTED))
+    await reapply(kube, quota_yaml(5))
+    await reapply(kube, isvc_yaml("first", "m", replicas=2))
     await replicas(kube, "first", 2)
-    await apply_text(kube, isvc_yaml("second", "m", replicas=2))
+    await reapply(kube, isvc_yaml("second", "m", replicas=2))
     # 5 GPUs at 2 per replica: first keeps 2 replicas (4 GPUs), second fits none.
     await replicas(kube, "second", 0)
     isvc = await wait_condition(
@@ -116,18 +117,18 @@ async def test_over_quota_is_not_scaled_past_it_and_says_so(
         "GPUQuota limit 5 GPUs: 0 of 2 replicas admitted at 2 GPU(s) each"
     )
     assert isvc["status"]["phase"] == "Pending"
-    q = await quota_status(kube, {"used": 4, "requested": 8})
+    q = await quota_status(kube, {"usedGPUCount": 4, "requestedGPUCount": 8})
     assert condition(q, "WithinLimit")["status"] == "False"  # type: ignore[index]
     await wait_condition(kube, INFERENCE_SERVICE, "first", "QuotaAdmitted", "True")
 
     # Raising the limit admits the waiting replicas; lowering it scales the newest first.
-    await apply_text(kube, quota_yaml(6))
+    await reapply(kube, quota_yaml(6))
     await replicas(kube, "second", 1)
-    await apply_text(kube, quota_yaml(2))
+    await reapply(kube, quota_yaml(2))
     await replicas(kube, "second", 0)
     await replicas(kube, "first", 1)
     # Freeing GPUs (first scaled to zero by its owner) admits second.
-    await apply_text(kube, isvc_yaml("first", "m", replicas=0))
+    await reapply(kube, isvc_yaml("first", "m", replicas=0))
     await replicas(kube, "second", 1)
     await wait_condition(kube, INFERENCE_SERVICE, "first", "Ready", "False", "ScaledToZero")
 
@@ -135,18 +136,52 @@ async def test_over_quota_is_not_scaled_past_it_and_says_so(
 async def test_invalid_quota_reports_itself_and_limits_nothing(
     kube: KubeClient, controller: Manager
 ) -> None:
-    await apply_text(kube, model_yaml("m", "      enabled: true\n      count: 1"))
-    await apply_text(kube, quota_yaml(-1))
+    await reapply(kube, model_yaml("m", "      enabled: true\n      count: 1"))
+    await reapply(kube, quota_yaml(-1))
     await wait_condition(kube, GPU_QUOTA, "team", "Ready", "False", "InvalidSpec")
-    await apply_text(kube, isvc_yaml("svc", "m", replicas=3))
+    await reapply(kube, isvc_yaml("svc", "m", replicas=3))
     await replicas(kube, "svc", 3)
 
 
 async def test_smallest_of_several_quotas_applies(kube: KubeClient, controller: Manager) -> None:
-    await apply_text(kube, model_yaml("m", "      enabled: true\n      count: 1"))
-    await apply_text(kube, quota_yaml(8, name="wide"))
-    await apply_text(kube, quota_yaml(3, name="narrow"))
-    await apply_text(kube, isvc_yaml("svc", "m", replicas=5))
+    await reapply(kube, model_yaml("m", "      enabled: true\n      count: 1"))
+    await reapply(kube, quota_yaml(8, name="wide"))
+    await reapply(kube, quota_yaml(3, name="narrow"))
+    await reapply(kube, isvc_yaml("svc", "m", replicas=5))
     await replicas(kube, "svc", 3)
-    q = await quota_status(kube, {"effectiveLimit": 3, "used": 3}, name="wide")
-    assert q["status"]["limit"] == 8
+    await quota_status(kube, {"usedGPUCount": 3}, name="wide")
+    await quota_status(kube, {"usedGPUCount": 3}, name="narrow")
+
+
+async def test_selector_quota_covers_only_matching_pods(
+    kube: KubeClient, controller: Manager
+) -> None:
+    await reapply(kube, model_yaml("m", "      enabled: true\n      count: 1"))
+    gold = "selector: {matchLabels: {tier: gold}}"
+    await reapply(kube, quota_yaml(1, name="gold", scope=gold))
+    await reapply(kube, service_yaml("g", "m", extra="  replicas: 3\n  podLabels: {tier: gold}"))
+    await reapply(kube, isvc_yaml("other", "m", replicas=3))
+    await replicas(kube, "g", 1)
+    await replicas(kube, "other", 3)
+    q = await quota_status(kube, {"usedGPUCount": 1, "requestedGPUCount": 3}, name="gold")
+    assert [s["name"] for s in q["status"]["services"]] == ["g"]
+    await wait_condition(kube, INFERENCE_SERVICE, "other", "QuotaAdmitted", "True", "NoQuota")
+
+
+async def test_namespace_ref_quota_from_another_namespace(
+    kube: KubeClient, controller: Manager
+) -> None:
+    await reapply(kube, model_yaml("m", "      enabled: true\n      count: 1"), "team-a")
+    await reapply(kube, isvc_yaml("svc", "m", replicas=3), "team-a")
+    await replicas_in(kube, "team-a", "svc", 3)
+    await reapply(kube, quota_yaml(2, name="for-a", scope="namespaceRef: team-a"))
+    await replicas_in(kube, "team-a", "svc", 2)
+    await quota_status(kube, {"usedGPUCount": 2, "requestedGPUCount": 3}, name="for-a")
+
+
+async def replicas_in(kube: KubeClient, ns: str, name: str, want: int) -> None:
+    async def probe() -> bool:
+        d = await kube.get(DEPLOYMENT, ns, name)
+        return bool(d and d["spec"]["replicas"] == want)
+
+    await eventually(probe, what=f"{ns}/{name} at {want} replicas")

@@ -9,7 +9,7 @@ import pytest
 
 from controller.kube import KubeClient
 from controller.manager import Manager
-from controller.manifests import apply_text, install_crds
+from controller.manifests import install_crds
 from controller.resources import (
     DEPLOYMENT,
     INFERENCE_SERVICE,
@@ -29,6 +29,7 @@ from .conftest import (
     isvc_yaml,
     manager_for,
     model_yaml,
+    reapply,
     reconciles,
     wait_condition,
 )
@@ -38,6 +39,14 @@ CLAIMS_GPU = TWO_GPU_CLAIMS
 PLUGIN_GPU = """\
       enabled: true
       count: 2"""
+
+
+def multinode(*nodes: str) -> str:
+    """spec.multiNode of an InferenceService (LLMKube's shape), the head's address set."""
+    members = ", ".join(
+        f"{{node: {n}, fabric: {{address: 10.0.0.{i + 1}}}}}" for i, n in enumerate(nodes)
+    )
+    return f"  multiNode: {{members: [{members}]}}"
 
 
 async def deployment(kube: KubeClient, name: str, ns: str = "default") -> Obj:
@@ -55,8 +64,8 @@ def container(dep: Obj) -> Obj:
 async def test_device_plugin_model_gets_the_gpu_limit(
     kube: KubeClient, controller: Manager
 ) -> None:
-    await apply_text(kube, model_yaml("m", PLUGIN_GPU))
-    await apply_text(kube, isvc_yaml("svc", "m"))
+    await reapply(kube, model_yaml("m", PLUGIN_GPU))
+    await reapply(kube, isvc_yaml("svc", "m"))
     dep = await deployment(kube, "svc")
     assert container(dep)["resources"]["limits"] == {"nvidia.com/gpu": "2"}
     assert "resourceClaims" not in dep["spec"]["template"]["spec"]
@@ -64,11 +73,14 @@ async def test_device_plugin_model_gets_the_gpu_limit(
     assert dep["spec"]["strategy"] == {"type": "Recreate"}
     isvc = await wait_condition(kube, INFERENCE_SERVICE, "svc", "ModelResolved", "True")
     assert isvc["status"]["gpuAttachment"] == "device-plugin"
-    assert isvc["status"]["endpoint"] == "http://svc.default.svc.cluster.local:8000/v1"
+    # LLMKube's endpoint: the Service port (endpoint.port, default 8080) and the mode's path.
+    assert isvc["status"]["endpoint"] == (
+        "http://svc.default.svc.cluster.local:8080/v1/chat/completions"
+    )
 
 
 async def test_missing_model_then_created(kube: KubeClient, controller: Manager) -> None:
-    await apply_text(kube, isvc_yaml("svc", "later"))
+    await reapply(kube, isvc_yaml("svc", "later"))
     isvc = await wait_condition(
         kube, INFERENCE_SERVICE, "svc", "ModelResolved", "False", "ModelNotFound"
     )
@@ -76,7 +88,7 @@ async def test_missing_model_then_created(kube: KubeClient, controller: Manager)
         "Model 'later' not found in namespace default"
     )
     assert await kube.get(DEPLOYMENT, "default", "svc") is None
-    await apply_text(kube, model_yaml("later", PLUGIN_GPU))
+    await reapply(kube, model_yaml("later", PLUGIN_GPU))
     await deployment(kube, "svc")
     await wait_condition(kube, INFERENCE_SERVICE, "svc", "ModelResolved", "True")
 
@@ -84,11 +96,11 @@ async def test_missing_model_then_created(kube: KubeClient, controller: Manager)
 async def test_multinode_with_claims_is_rejected_at_reconcile_time(
     kube: KubeClient, controller: Manager
 ) -> None:
-    await apply_text(kube, TEMPLATE_YAML.format(name="two-gpus", count=2))
-    await apply_text(kube, model_yaml("m", CLAIMS_GPU, "  multiNode: {nodes: [node-a, node-b]}"))
-    await apply_text(kube, isvc_yaml("svc", "m"))
+    await reapply(kube, TEMPLATE_YAML.format(name="two-gpus", count=2))
+    await reapply(kube, model_yaml("m", CLAIMS_GPU))
+    await reapply(kube, isvc_yaml("svc", "m", extra=multinode("node-a", "node-b")))
     isvc = await wait_condition(
-        kube, INFERENCE_SERVICE, "svc", "ModelResolved", "False", "ModelInvalid"
+        kube, INFERENCE_SERVICE, "svc", "ModelResolved", "False", "InvalidSpec"
     )
     assert "run DRA models single-node" in condition(isvc, "Ready")["message"]  # type: ignore[index]
     assert isvc["status"]["phase"] == "Failed"
@@ -101,61 +113,74 @@ async def test_multinode_with_claims_is_rejected_at_reconcile_time(
 async def test_multinode_without_claims_pins_one_pod_per_node(
     kube: KubeClient, controller: Manager
 ) -> None:
-    await apply_text(kube, model_yaml("m", PLUGIN_GPU, "  multiNode: {nodes: [node-a, node-b]}"))
-    await apply_text(kube, isvc_yaml("svc", "m"))
+    await reapply(kube, model_yaml("m", PLUGIN_GPU))
+    await reapply(kube, isvc_yaml("svc", "m", extra=multinode("node-a", "node-b", "node-c")))
 
     async def members() -> list[Obj] | None:
         pods, _ = await kube.list(POD, "default")
-        return pods if len(pods) == 2 else None
+        return pods if len(pods) == 3 else None
 
     pods = sorted(
-        await eventually(members, what="2 member pods"), key=lambda p: p["metadata"]["name"]
+        await eventually(members, what="3 member pods"), key=lambda p: p["metadata"]["name"]
     )
-    assert [p["spec"]["nodeName"] for p in pods] == ["node-a", "node-b"]
-    assert [p["metadata"]["name"] for p in pods] == ["svc-0", "svc-1"]
+    assert [p["spec"]["nodeName"] for p in pods] == ["node-a", "node-b", "node-c"]
+    assert [p["metadata"]["name"] for p in pods] == ["svc-0", "svc-1", "svc-2"]
     env = {e["name"]: e["value"] for e in pods[1]["spec"]["containers"][0]["env"]}
-    assert env["LLMKUBE_NODE_RANK"] == "1" and env["LLMKUBE_WORLD_SIZE"] == "2"
+    assert env["LLMKUBE_NODE_RANK"] == "1" and env["LLMKUBE_WORLD_SIZE"] == "3"
+    assert env["LLMKUBE_LEADER_ADDRESS"] == "10.0.0.1"
     assert await kube.get(DEPLOYMENT, "default", "svc") is None
-    # Dropping a node removes its member.
-    await apply_text(kube, model_yaml("m", PLUGIN_GPU, "  multiNode: {nodes: [node-a]}"))
+    # Dropping a member removes its pod.
+    await reapply(kube, isvc_yaml("svc", "m", extra=multinode("node-a", "node-b")))
 
-    async def one_member() -> list[Obj] | None:
+    async def two_members() -> list[Obj] | None:
         pods, _ = await kube.list(POD, "default")
-        return pods if [p["metadata"]["name"] for p in pods] == ["svc-0"] else None
+        names = sorted(p["metadata"]["name"] for p in pods)
+        return pods if names == ["svc-0", "svc-1"] else None
 
-    await eventually(one_member, what="1 member pod")
+    await eventually(two_members, what="2 member pods")
 
 
 async def test_missing_claim_template_blocks_until_created(
     kube: KubeClient, controller: Manager
 ) -> None:
-    await apply_text(kube, model_yaml("m", CLAIMS_GPU))
-    await apply_text(kube, isvc_yaml("svc", "m"))
+    await reapply(kube, model_yaml("m", CLAIMS_GPU))
+    await reapply(kube, isvc_yaml("svc", "m"))
     isvc = await wait_condition(
         kube, INFERENCE_SERVICE, "svc", "ModelResolved", "False", "AcceleratorNotReady"
     )
     assert "ResourceClaimTemplate 'two-gpus'" in condition(isvc, "ModelResolved")["message"]  # type: ignore[index]
     assert await kube.get(DEPLOYMENT, "default", "svc") is None
-    await apply_text(kube, TEMPLATE_YAML.format(name="two-gpus", count=2))
+    await reapply(kube, TEMPLATE_YAML.format(name="two-gpus", count=2))
     dep = await deployment(kube, "svc")
     assert "limits" not in container(dep)["resources"]
-    # The template going away later leaves the running workload alone.
+    await wait_condition(kube, INFERENCE_SERVICE, "svc", "ClaimsPresent", "True")
+    # The template going away under the running workload: its own condition, the
+    # workload stays and still scales; Ready keeps following the pods.
     await kube.delete(RESOURCE_CLAIM_TEMPLATE, "default", "two-gpus")
-    await wait_condition(
-        kube, INFERENCE_SERVICE, "svc", "ModelResolved", "False", "AcceleratorNotReady"
+    isvc = await wait_condition(
+        kube, INFERENCE_SERVICE, "svc", "ClaimsPresent", "False", "AcceleratorNotReady"
     )
+    assert "ResourceClaimTemplate 'two-gpus'" in condition(isvc, "ClaimsPresent")["message"]  # type: ignore[index]
+    assert condition(isvc, "ModelResolved")["status"] == "True"  # type: ignore[index]
     assert await kube.get(DEPLOYMENT, "default", "svc") is not None
+    await reapply(kube, isvc_yaml("svc", "m", extra="  replicas: 3"))
+
+    async def scaled() -> Obj | None:
+        d = await kube.get(DEPLOYMENT, "default", "svc")
+        return d if d and d["spec"]["replicas"] == 3 else None
+
+    await eventually(scaled, what="scaled to 3 with the template gone")
 
 
 async def test_switching_from_claims_to_device_plugin_rewrites_the_pod(
     kube: KubeClient, controller: Manager
 ) -> None:
-    await apply_text(kube, TEMPLATE_YAML.format(name="two-gpus", count=2))
-    await apply_text(kube, model_yaml("m", CLAIMS_GPU))
-    await apply_text(kube, isvc_yaml("svc", "m"))
+    await reapply(kube, TEMPLATE_YAML.format(name="two-gpus", count=2))
+    await reapply(kube, model_yaml("m", CLAIMS_GPU))
+    await reapply(kube, isvc_yaml("svc", "m"))
     dep = await deployment(kube, "svc")
     assert dep["spec"]["template"]["spec"]["resourceClaims"]
-    await apply_text(kube, model_yaml("m", PLUGIN_GPU))
+    await reapply(kube, model_yaml("m", PLUGIN_GPU))
 
     async def rewritten() -> Obj | None:
         d = await kube.get(DEPLOYMENT, "default", "svc")
@@ -165,7 +190,7 @@ async def test_switching_from_claims_to_device_plugin_rewrites_the_pod(
     dep = await eventually(rewritten, what="claims removed")
     assert container(dep)["resources"] == {"limits": {"nvidia.com/gpu": "2"}}
     # And back: the limit goes, the claims come.
-    await apply_text(kube, model_yaml("m", CLAIMS_GPU))
+    await reapply(kube, model_yaml("m", CLAIMS_GPU))
 
     async def back() -> Obj | None:
         d = await kube.get(DEPLOYMENT, "default", "svc")
@@ -176,8 +201,8 @@ async def test_switching_from_claims_to_device_plugin_rewrites_the_pod(
 
 
 async def test_drift_in_owned_fields_is_repaired(kube: KubeClient, controller: Manager) -> None:
-    await apply_text(kube, model_yaml("m", PLUGIN_GPU))
-    await apply_text(kube, isvc_yaml("svc", "m"))
+    await reapply(kube, model_yaml("m", PLUGIN_GPU))
+    await reapply(kube, isvc_yaml("svc", "m"))
     dep = await deployment(kube, "svc")
     want = container(dep)["args"]
     dep["spec"]["template"]["spec"]["containers"][0]["args"] = ["--hacked"]
@@ -206,8 +231,8 @@ async def test_workload_not_owned_is_left_alone(kube: KubeClient, controller: Ma
             },
         },
     )
-    await apply_text(kube, model_yaml("m", PLUGIN_GPU))
-    await apply_text(kube, isvc_yaml("svc", "m"))
+    await reapply(kube, model_yaml("m", PLUGIN_GPU))
+    await reapply(kube, isvc_yaml("svc", "m"))
     isvc = await wait_condition(
         kube, INFERENCE_SERVICE, "svc", "Ready", "False", "WorkloadConflict"
     )
@@ -219,8 +244,8 @@ async def test_workload_not_owned_is_left_alone(kube: KubeClient, controller: Ma
 
 
 async def test_invalid_service_spec_gets_a_condition(kube: KubeClient, controller: Manager) -> None:
-    await apply_text(kube, model_yaml("m", PLUGIN_GPU))
-    await apply_text(kube, isvc_yaml("svc", "m", runtime="ollama", extra="  replicas: -3"))
+    await reapply(kube, model_yaml("m", PLUGIN_GPU))
+    await reapply(kube, isvc_yaml("svc", "m", runtime="ollama", extra="  replicas: -3"))
     isvc = await wait_condition(kube, INFERENCE_SERVICE, "svc", "Ready", "False", "InvalidSpec")
     message = condition(isvc, "Ready")["message"]  # type: ignore[index]
     assert "spec.runtime: 'ollama' is not one of" in message
@@ -231,9 +256,9 @@ async def test_invalid_service_spec_gets_a_condition(kube: KubeClient, controlle
 async def test_steady_state_writes_nothing(
     kube: KubeClient, controller: Manager, apiserver: ApiServerProcess
 ) -> None:
-    await apply_text(kube, TEMPLATE_YAML.format(name="two-gpus", count=2))
-    await apply_text(kube, model_yaml("m", CLAIMS_GPU))
-    await apply_text(kube, isvc_yaml("svc", "m"))
+    await reapply(kube, TEMPLATE_YAML.format(name="two-gpus", count=2))
+    await reapply(kube, model_yaml("m", CLAIMS_GPU))
+    await reapply(kube, isvc_yaml("svc", "m"))
     await deployment(kube, "svc")
     await wait_condition(kube, INFERENCE_SERVICE, "svc", "ModelResolved", "True")
     await controller.wait_idle(settle=0.3)
@@ -274,8 +299,8 @@ async def test_claims_run_where_a_gpu_limit_would_stay_pending(
     dra_cluster: tuple[KubeClient, Manager],
 ) -> None:
     kube, _ = dra_cluster
-    await apply_text(kube, TEMPLATE_YAML.format(name="one-gpu", count=1))
-    await apply_text(
+    await reapply(kube, TEMPLATE_YAML.format(name="one-gpu", count=1))
+    await reapply(
         kube,
         model_yaml(
             "dra",
@@ -286,7 +311,7 @@ async def test_claims_run_where_a_gpu_limit_would_stay_pending(
         - {name: gpu, resourceClaimTemplateName: one-gpu}""",
         ),
     )
-    await apply_text(kube, isvc_yaml("dra", "dra", extra="  replicas: 2"))
+    await reapply(kube, isvc_yaml("dra", "dra", extra="  replicas: 2"))
     isvc = await wait_condition(kube, INFERENCE_SERVICE, "dra", "Ready", "True", "Serving")
     assert isvc["status"]["readyReplicas"] == 2
     # A template gives each pod a claim of its own.
@@ -296,8 +321,8 @@ async def test_claims_run_where_a_gpu_limit_would_stay_pending(
 
     # The same model through the device plugin (the #2059 failure mode): Pending, and the
     # scheduler's reason is on the InferenceService.
-    await apply_text(kube, model_yaml("plugin", "      enabled: true\n      count: 1"))
-    await apply_text(kube, isvc_yaml("plugin", "plugin"))
+    await reapply(kube, model_yaml("plugin", "      enabled: true\n      count: 1"))
+    await reapply(kube, isvc_yaml("plugin", "plugin"))
     isvc = await wait_condition(
         kube, INFERENCE_SERVICE, "plugin", "Ready", "False", "Unschedulable"
     )
@@ -315,7 +340,7 @@ async def test_shared_claim_across_replicas_is_flagged_not_blocked(
             "spec": {"devices": {"requests": []}},
         },
     )
-    await apply_text(
+    await reapply(
         kube,
         model_yaml(
             "m",
@@ -325,7 +350,7 @@ async def test_shared_claim_across_replicas_is_flagged_not_blocked(
         - {name: gpu, resourceClaimName: gpu-claim}""",
         ),
     )
-    await apply_text(kube, isvc_yaml("svc", "m", extra="  replicas: 3"))
+    await reapply(kube, isvc_yaml("svc", "m", extra="  replicas: 3"))
     isvc = await wait_condition(
         kube, INFERENCE_SERVICE, "svc", "ClaimsPerPod", "False", "SharedClaimAcrossReplicas"
     )
@@ -335,24 +360,24 @@ async def test_shared_claim_across_replicas_is_flagged_not_blocked(
     assert dep["spec"]["template"]["spec"]["resourceClaims"] == [
         {"name": "gpu", "resourceClaimName": "gpu-claim"}
     ]
-    await apply_text(kube, isvc_yaml("svc", "m", extra="  replicas: 1"))
+    await reapply(kube, isvc_yaml("svc", "m", extra="  replicas: 1"))
     await wait_condition(kube, INFERENCE_SERVICE, "svc", "ClaimsPerPod", "True")
 
 
 async def test_kueue_managed_service_with_count_next_to_claims_is_flagged(
     kube: KubeClient, controller: Manager
 ) -> None:
-    await apply_text(kube, TEMPLATE_YAML.format(name="two-gpus", count=2))
-    await apply_text(kube, model_yaml("m", CLAIMS_GPU))
+    await reapply(kube, TEMPLATE_YAML.format(name="two-gpus", count=2))
+    await reapply(kube, model_yaml("m", CLAIMS_GPU))
     kueue = isvc_yaml("svc", "m").replace(
         "metadata: {name: svc}", "metadata: {name: svc, labels: {kueue.x-k8s.io/queue-name: q}}"
     )
-    await apply_text(kube, kueue)
+    await reapply(kube, kueue)
     isvc = await wait_condition(
         kube, INFERENCE_SERVICE, "svc", "KueueCompatible", "False", "CountWithClaims"
     )
     assert "leave count out" in condition(isvc, "KueueCompatible")["message"]  # type: ignore[index]
-    await apply_text(
+    await reapply(
         kube,
         model_yaml(
             "m",

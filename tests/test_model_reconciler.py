@@ -36,12 +36,14 @@ async def test_template_missing_then_created_then_deleted(
     assert c is not None
     assert c["message"] == "not found in namespace default: ResourceClaimTemplate 'one-gpu'"
     assert m["status"]["phase"] == "Pending"
+    assert m["status"]["acceleratorReady"] is False, "LLMKube's bool follows the condition"
     assert condition(m, "Ready")["status"] == "False"  # type: ignore[index]
 
     # Creating the template is enough: the template watch wakes the Model.
     await apply_text(kube, TEMPLATE_YAML.format(name="one-gpu", count=1))
     m = await wait_condition(kube, MODEL, "m", "AcceleratorReady", "True", "ResourceClaimsFound")
     assert m["status"]["phase"] == "Ready"
+    assert m["status"]["acceleratorReady"] is True
     assert m["status"]["gpu"]["attachment"] == "dra"
     assert m["status"]["observedGeneration"] == m["metadata"]["generation"]
 
@@ -118,7 +120,6 @@ async def test_invalid_spec_gets_a_condition_and_a_warning_event(
     gpu = """\
       enabled: true
       resourceName: nvidia.com/gpu
-      gpuSharing: shared
       resourceClaims:
         - {name: gpu, resourceClaimTemplateName: one-gpu, resourceClaimName: c}"""
     await apply_text(kube, model_yaml("bad", gpu))
@@ -126,8 +127,8 @@ async def test_invalid_spec_gets_a_condition_and_a_warning_event(
     message = condition(m, "AcceleratorReady")["message"]  # type: ignore[index]
     assert "set exactly one of resourceClaimName and resourceClaimTemplateName" in message
     assert "resourceClaims and resourceName are mutually exclusive" in message
-    assert "'shared' cannot be combined with resourceClaims" in message
     assert m["status"]["phase"] == "Failed"
+    assert m["status"]["acceleratorReady"] is False
 
     async def warning() -> list[dict[str, Any]]:
         events, _ = await kube.list(EVENT, "default")

@@ -7,7 +7,7 @@ from controller.manifests import EXAMPLES, apply_text
 from controller.resources import DEPLOYMENT, INFERENCE_SERVICE, POD
 from testserver.process import ApiServerProcess
 
-from .conftest import TEMPLATE_YAML, eventually, manager_for, model_yaml, wait_condition
+from .conftest import TEMPLATE_YAML, eventually, manager_for, model_yaml, reapply, wait_condition
 from .test_chart import render, rules_of
 
 VERB_OF = {
@@ -45,40 +45,35 @@ async def test_controller_requests_are_covered_by_the_chart_rbac(
         for example in ("single-gpu.yaml", "multi-gpu.yaml"):
             await apply_text(kube, (EXAMPLES / example).read_text())
         await apply_text(kube, TEMPLATE_YAML.format(name="one-gpu", count=1))
-        await apply_text(
-            kube,
-            model_yaml(
-                "multi", "      enabled: true\n      count: 1", "  multiNode: {nodes: [a, b]}"
-            ),
-        )
-        await apply_text(
-            kube,
-            """
+        await apply_text(kube, model_yaml("multi", "      enabled: true\n      count: 1"))
+        multi = """
 apiVersion: inference.llmkube.dev/v1alpha1
 kind: InferenceService
-metadata: {name: multi}
-spec: {modelRef: multi, runtime: vllm}
-""",
-        )
+metadata: {{name: multi}}
+spec:
+  modelRef: multi
+  runtime: vllm
+  multiNode: {{members: [{{node: a, fabric: {{address: 10.0.0.1}}}}, {members}]}}
+"""
+        await apply_text(kube, multi.format(members="{node: b}, {node: c}"))
 
         async def members(want: list[str]) -> bool:
             pods, _ = await kube.list(POD, "default")
             return sorted(p["metadata"]["name"] for p in pods) == want
 
-        await eventually(lambda: members(["multi-0", "multi-1"]), what="two member pods")
-        # One node less: its member pod is deleted.
-        await apply_text(
-            kube,
-            model_yaml("multi", "      enabled: true\n      count: 1", "  multiNode: {nodes: [a]}"),
+        await eventually(
+            lambda: members(["multi-0", "multi-1", "multi-2"]), what="three member pods"
         )
-        await eventually(lambda: members(["multi-0"]), what="one member pod")
+        # One member less: its pod is deleted.
+        await reapply(kube, multi.format(members="{node: b}"))
+        await eventually(lambda: members(["multi-0", "multi-1"]), what="two member pods")
         await apply_text(
             kube,
             """
 apiVersion: inference.llmkube.dev/v1alpha1
 kind: GPUQuota
 metadata: {name: q}
-spec: {limit: 1}
+spec: {gpuCount: 1, namespaceRef: default}
 """,
         )
         await wait_condition(kube, INFERENCE_SERVICE, "qwen3-32b", "QuotaAdmitted", "False")

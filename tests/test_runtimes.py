@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
+from api import parse_inference_service, parse_model
 from reconcilers.gpu import gpu_attachment, gpus_per_replica
 from reconcilers.runtimes import runtime_command
-from reconcilers.spec import parse_inference_service, parse_model
 
 CLAIMS = [{"name": "gpus", "resourceClaimTemplateName": "two-gpus"}]
 
@@ -54,7 +54,8 @@ def test_user_tensor_parallel_size_wins_over_count() -> None:
     assert (
         flag(args("sglang", model(count=4), sglangConfig={"tensorParallelSize": 2}), "--tp") == "2"
     )
-    assert flag(args("tgi", model(count=4), tgiConfig={"numShard": 1}), "--num-shard") == "1"
+    # TGI has no numShard field in LLMKube: extraArgs is how a user sets it.
+    assert flag(args("tgi", model(count=4), extraArgs=["--num-shard", "1"]), "--num-shard") == "1"
     # On releases without count, the guide's workaround: explicit size, no count.
     assert (
         flag(
@@ -82,30 +83,43 @@ def test_llamacpp_splits_only_above_one_device() -> None:
     assert flag(args("llamacpp", model(count=3)), "--tensor-split") == "1,1,1"
     for single in (args("llamacpp", model(count=1)), args("llamacpp", model(count=None))):
         assert "--split-mode" not in single and "--tensor-split" not in single
-        assert flag(single, "--n-gpu-layers") == "999"
+        assert flag(single, "--n-gpu-layers") == "99"
 
 
-def test_llamacpp_explicit_settings_win() -> None:
-    a = args(
-        "llamacpp",
-        model(count=2),
-        llamacppConfig={"nGpuLayers": 20, "splitMode": "row", "tensorSplit": "3,1"},
-    )
+def test_llamacpp_model_layers_and_sharding_win() -> None:
+    m = model(count=2, layers=20, sharding={"strategy": "tensor", "layerSplit": ["0-29", "30-39"]})
+    a = args("llamacpp", m)
     assert (flag(a, "--n-gpu-layers"), flag(a, "--split-mode"), flag(a, "--tensor-split")) == (
         "20",
         "row",
-        "3,1",
+        "30,10",
     )
-    a = args("llamacpp", model(count=2), llamacppConfig={"splitMode": "none"})
+    a = args("llamacpp", model(count=2, sharding={"strategy": "none"}))
     assert flag(a, "--split-mode") == "none" and "--tensor-split" not in a
-    a = args("llamacpp", model(count=2), llamacppConfig={"tensorSplit": [2, 1]})
-    assert flag(a, "--tensor-split") == "2,1"
+    a = args("llamacpp", model(count=2, sharding={"strategy": "pipeline"}))
+    assert flag(a, "--split-mode") == "layer"
+    assert flag(args("llamacpp", model(count=2, layers=-1)), "--n-gpu-layers") == "99"
+
+
+@pytest.mark.parametrize(
+    ("runtime", "mode", "flags"),
+    [
+        ("llamacpp", "embedding", ["--embedding", "--pooling", "last"]),
+        ("llamacpp", "rerank", ["--reranking", "--embedding", "--pooling", "rank"]),
+        ("sglang", "embedding", ["--is-embedding"]),
+    ],
+)
+def test_mode_adds_the_runtime_flags(runtime: str, mode: str, flags: list[str]) -> None:
+    a = args(runtime, model(count=1), mode=mode)
+    joined = " ".join(a)
+    assert " ".join(flags) in joined
+    assert " ".join(flags) not in " ".join(args(runtime, model(count=1), mode="chat"))
 
 
 def test_claims_without_count_still_get_gpu_flags() -> None:
     m = model(count=None)
     assert m.is_gpu_model
-    assert flag(args("llamacpp", m), "--n-gpu-layers") == "999"
+    assert flag(args("llamacpp", m), "--n-gpu-layers") == "99"
     v = args("vllm", m, vllmConfig={"gpuMemoryUtilization": 0.85, "cpuOffloadGB": 4})
     assert flag(v, "--gpu-memory-utilization") == "0.85"
     assert flag(v, "--cpu-offload-gb") == "4"
@@ -142,12 +156,23 @@ def test_device_plugin_path_gets_the_limit() -> None:
     assert gpu_attachment(model(claims=None), service).limits == {"nvidia.com/gpu": "1"}
     amd = model(count=1, claims=None, vendor="amd")
     assert gpu_attachment(amd, service).limits == {"amd.com/gpu": "1"}
-    mig = model(
-        count=1, claims=None, gpuSharing="partitioned", resourceName="nvidia.com/mig-1g.10gb"
+    one = model(count=1, claims=None)
+    mig = parse_inference_service(
+        {
+            "modelRef": "m",
+            "resources": {"gpuSharing": {"mode": "partitioned", "profile": "1g.10gb"}},
+        }
     )
-    assert gpu_attachment(mig, service).limits == {"nvidia.com/mig-1g.10gb": "1"}
-    shared = model(count=1, claims=None, gpuSharing="shared")
-    assert gpu_attachment(shared, service).limits == {"nvidia.com/gpu.shared": "1"}
+    assert gpu_attachment(one, mig).limits == {"nvidia.com/mig-1g.10gb": "1"}
+    shared = parse_inference_service(
+        {"modelRef": "m", "resources": {"gpuSharing": {"mode": "shared"}}}
+    )
+    assert gpu_attachment(one, shared).limits == {"nvidia.com/gpu.shared": "1"}
+    # gpu.enabled: false and accelerator: cpu mean no GPU, whatever the count.
+    off = model(count=2, claims=None, enabled=False)
+    assert gpu_attachment(off, service).limits == {}
+    cpu = parse_model({"source": "org/m", "hardware": {"accelerator": "cpu", "gpu": {"count": 2}}})
+    assert gpu_attachment(cpu, service).limits == {}
 
 
 def test_quota_charge_per_replica() -> None:

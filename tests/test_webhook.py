@@ -29,7 +29,10 @@ async def webhook(ca: trustme.CA, tmp_path: Path) -> AsyncIterator[WebhookServer
     cert = ca.issue_cert("localhost", "127.0.0.1")
     cert.private_key_pem.write_to_path(str(tmp_path / "tls.key"))
     cert.cert_chain_pems[0].write_to_path(str(tmp_path / "tls.crt"))
-    server = await start_webhook(str(tmp_path), 0, host="127.0.0.1")
+    models = {("default", "qwen3-32b"): seed_model()}
+    server = await start_webhook(
+        str(tmp_path), 0, host="127.0.0.1", lookup=lambda ns, name: models.get((ns, name))
+    )
     yield server
     await server.cleanup()
 
@@ -120,8 +123,6 @@ async def test_seed_examples_are_admitted(webhook: WebhookServer, ca: trustme.CA
             {"resourceName": "nvidia.com/gpu"},
             "spec.hardware.gpu: resourceClaims and resourceName are mutually exclusive",
         ),
-        ({"gpuSharing": "partitioned"}, "'partitioned' cannot be combined with resourceClaims"),
-        ({"gpuSharing": "shared"}, "'shared' cannot be combined with resourceClaims"),
         (
             {
                 "resourceClaims": [
@@ -147,12 +148,41 @@ async def test_rule_breaking_models_are_denied(
     assert message in response["status"]["message"]
 
 
+def seed_service(**spec: Any) -> Obj:
+    return {
+        "apiVersion": "inference.llmkube.dev/v1alpha1",
+        "kind": "InferenceService",
+        "metadata": {"name": "s", "namespace": "default"},
+        "spec": {"modelRef": "qwen3-32b", "runtime": "vllm", **spec},
+    }
+
+
+@pytest.mark.parametrize("mode", ["partitioned", "shared"])
+async def test_service_gpu_sharing_with_model_claims_denied(
+    webhook: WebhookServer, ca: trustme.CA, mode: str
+) -> None:
+    sharing = {"gpuSharing": {"mode": mode, "profile": "1g.10gb"}}
+    _, body = await post(webhook, ca, admission_review(seed_service(resources=sharing)))
+    assert body["response"]["allowed"] is False
+    assert (
+        f"'{mode}' cannot be combined with resourceClaims"
+        in (body["response"]["status"]["message"])
+    )
+    exclusive = {"gpuSharing": {"mode": "exclusive"}}
+    _, body = await post(webhook, ca, admission_review(seed_service(resources=exclusive)))
+    assert body["response"]["allowed"] is True
+
+
 async def test_multinode_with_claims_denied(webhook: WebhookServer, ca: trustme.CA) -> None:
-    model = seed_model()
-    model["spec"]["multiNode"] = {"nodes": ["a", "b"]}
-    _, body = await post(webhook, ca, admission_review(model))
+    members = [{"node": "a", "fabric": {"address": "10.0.0.1"}}, {"node": "b"}]
+    service = seed_service(multiNode={"members": members})
+    _, body = await post(webhook, ca, admission_review(service))
     assert body["response"]["allowed"] is False
     assert "run DRA models single-node" in body["response"]["status"]["message"]
+    # Its Model not there yet: admitted; the reconciler reports it once the Model exists.
+    service["spec"]["modelRef"] = "later"
+    _, body = await post(webhook, ca, admission_review(service))
+    assert body["response"]["allowed"] is True
 
 
 async def test_updates_are_checked_and_deletes_pass(webhook: WebhookServer, ca: trustme.CA) -> None:
@@ -177,10 +207,10 @@ async def test_inference_service_and_quota(webhook: WebhookServer, ca: trustme.C
         "apiVersion": "inference.llmkube.dev/v1alpha1",
         "kind": "GPUQuota",
         "metadata": {"name": "q"},
-        "spec": {"limit": -1},
+        "spec": {"gpuCount": -1, "namespaceRef": "default"},
     }
     _, body = await post(webhook, ca, admission_review(quota))
-    assert body["response"]["status"]["message"] == "spec.limit: must be at least 0, got -1"
+    assert body["response"]["status"]["message"] == "spec.gpuCount: must be at least 0, got -1"
 
 
 @pytest.mark.parametrize(
@@ -229,7 +259,7 @@ async def test_malformed_object_is_denied_not_crashed(
     }
     review["request"]["object"] = {"kind": "Model", "spec": {"hardware": {"gpu": {"count": "two"}}}}
     _, body = await post(webhook, ca, json.dumps(review))
-    assert "spec.hardware.gpu.count: must be an integer" in body["response"]["status"]["message"]
+    assert "spec.hardware.gpu.count: must be a number" in body["response"]["status"]["message"]
 
 
 async def test_wrong_content_type_is_refused(webhook: WebhookServer, ca: trustme.CA) -> None:

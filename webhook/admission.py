@@ -1,7 +1,9 @@
 """AdmissionReview v1 in, AdmissionReview v1 out, for Model, InferenceService and GPUQuota.
 
-The verdict comes from reconcilers.spec, the same code the reconcilers use, so an
-object the webhook admits is one the controller accepts and the other way round.
+The verdict comes from api/, the same code the reconcilers use, so an object the
+webhook admits is one the controller accepts and the other way round. Rules that span
+an InferenceService and its Model (gpuSharing or multiNode with the Model's claims)
+need the Model: given a lookup, the webhook checks them too.
 """
 
 from __future__ import annotations
@@ -10,10 +12,12 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from api import InvalidSpec, parse_gpu_quota, parse_inference_service, parse_model, rule_errors
 from controller.resources import GPU_QUOTA, GROUP, INFERENCE_SERVICE, MODEL
-from reconcilers.spec import InvalidSpec, parse_gpu_quota, parse_inference_service, parse_model
 
 Obj = dict[str, Any]
+# (namespace, name) -> the Model object, or None when it does not exist (yet).
+ModelLookup = Callable[[str, str], Obj | None]
 API_VERSION = "admission.k8s.io/v1"
 VALIDATORS: dict[str, Callable[[Any], object]] = {
     MODEL.kind: parse_model,
@@ -41,7 +45,21 @@ def _request(body: bytes) -> Obj:
     return request
 
 
-def verdict(request: Obj) -> tuple[bool, str]:
+def _cross_object_errors(request: Obj, lookup: ModelLookup | None) -> list[str]:
+    if lookup is None or (request.get("kind") or {}).get("kind") != INFERENCE_SERVICE.kind:
+        return []
+    service = parse_inference_service((request.get("object") or {}).get("spec"))
+    model_obj = lookup(str(request.get("namespace") or ""), service.model_ref)
+    if model_obj is None:
+        return []  # the reconciler reports a missing Model; creation order is free
+    try:
+        model = parse_model(model_obj.get("spec"))
+    except InvalidSpec:
+        return []
+    return rule_errors(service, model)
+
+
+def verdict(request: Obj, lookup: ModelLookup | None = None) -> tuple[bool, str]:
     """(allowed, message) for one admission request."""
     if request.get("operation") == "DELETE":
         return True, ""
@@ -58,13 +76,16 @@ def verdict(request: Obj) -> tuple[bool, str]:
         validate(obj.get("spec"))
     except InvalidSpec as e:
         return False, "; ".join(e.errors)
+    errors = _cross_object_errors(request, lookup)
+    if errors:
+        return False, "; ".join(errors)
     return True, ""
 
 
-def review(body: bytes) -> Obj:
+def review(body: bytes, lookup: ModelLookup | None = None) -> Obj:
     """The AdmissionReview response for a request body; raises BadReview."""
     request = _request(body)
-    allowed, message = verdict(request)
+    allowed, message = verdict(request, lookup)
     response: Obj = {"uid": request["uid"], "allowed": allowed}
     if not allowed:
         response["status"] = {"code": 403, "reason": "Forbidden", "message": message}

@@ -15,7 +15,7 @@ from pathlib import Path
 import structlog
 from aiohttp import web
 
-from .admission import BadReview, review
+from .admission import BadReview, ModelLookup, review
 
 log = structlog.get_logger("webhook")
 PATH = "/validate-inference-llmkube-dev-v1alpha1"
@@ -52,12 +52,12 @@ class CertificateReloader:
                 log.warning("webhook certificate reload failed", error=str(e))
 
 
-def make_app() -> web.Application:
+def make_app(lookup: ModelLookup | None = None) -> web.Application:
     async def validate(request: web.Request) -> web.Response:
         if request.content_type != "application/json":
             return web.json_response({"error": "Content-Type must be application/json"}, status=415)
         try:
-            return web.json_response(review(await request.read()))
+            return web.json_response(review(await request.read(), lookup))
         except BadReview as e:
             return web.json_response({"error": str(e)}, status=400)
 
@@ -84,9 +84,12 @@ class WebhookServer:
         await self.runner.cleanup()
 
 
-async def start_webhook(cert_dir: str, port: int, host: str = "0.0.0.0") -> WebhookServer:
+async def start_webhook(
+    cert_dir: str, port: int, host: str = "0.0.0.0", lookup: ModelLookup | None = None
+) -> WebhookServer:
+    """lookup finds Models for the rules that span an InferenceService and its Model."""
     reloader = CertificateReloader(cert_dir)
-    runner = web.AppRunner(make_app(), access_log=None)
+    runner = web.AppRunner(make_app(lookup), access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, host, port, ssl_context=reloader.context)
     await site.start()

@@ -1,0 +1,47 @@
+"""Condition types and reasons llmkube-py sets, by name (metav1.Condition type/reason)."""
+
+from __future__ import annotations
+
+# Shared
+READY = "Ready"
+INVALID_SPEC = "InvalidSpec"
+
+# Model
+ACCELERATOR_READY = "AcceleratorReady"
+RESOURCE_CLAIMS_FOUND = "ResourceClaimsFound"
+RESOURCE_CLAIM_NOT_FOUND = "ResourceClaimNotFound"
+RESOURCE_CLAIM_TEMPLATE_NOT_FOUND = "ResourceClaimTemplateNotFound"
+DEVICE_PLUGIN = "DevicePlugin"
+NO_ACCELERATOR_REQUIRED = "NoAcceleratorRequired"
+ACCELERATOR_NOT_READY = "AcceleratorNotReady"
+MODEL_READY = "Ready"
+
+# InferenceService
+MODEL_RESOLVED = "ModelResolved"
+QUOTA_ADMITTED = "QuotaAdmitted"
+WORKLOAD_READY = "WorkloadReady"
+SUSPENDED = "Suspended"
+CLAIMS_PRESENT = "ClaimsPresent"
+CLAIMS_PER_POD = "ClaimsPerPod"
+KUEUE_COMPATIBLE = "KueueCompatible"
+# reasons
+RESOLVED = "Resolved"
+MODEL_NOT_FOUND = "ModelNotFound"
+MODEL_INVALID = "ModelInvalid"
+RUNTIME_NOT_SUPPORTED = "RuntimeNotSupported"
+NO_QUOTA = "NoQuota"
+WITHIN_QUOTA = "WithinQuota"
+QUOTA_EXCEEDED = "QuotaExceeded"
+WORKLOAD_CONFLICT = "WorkloadConflict"
+SCALED_TO_ZERO = "ScaledToZero"
+NOT_SUSPENDED = "NotSuspended"
+AVAILABLE = "Available"
+SERVING = "Serving"
+UNSCHEDULABLE = "Unschedulable"
+PROGRESSING = "Progressing"
+ALL_CLAIMS_FOUND = "AllClaimsFound"
+
+# GPUQuota
+WITHIN_LIMIT = "WithinLimit"
+ACCOUNTED = "Accounted"
+EXCEEDED = "Exceeded"

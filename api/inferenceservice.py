@@ -1,0 +1,569 @@
+"""InferenceService v1alpha1: LLMKube's field shapes, and the typed spec we read.
+
+Every field of LLMKube's contract is in the schema, so the apiserver stores it; the
+typed spec holds what llmkube-py acts on (README: "LLMKube field -> what llmkube-py does").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .common import CONDITIONS, ENV, LABELS, LOCAL_REF, SECRET_KEY_REF, TOLERATIONS
+from .errors import InvalidSpec
+from .model import MAX_GPU_COUNT, ModelSpec
+from .schema import (
+    Array,
+    Bool,
+    Free,
+    Int,
+    Num,
+    Object,
+    Opaque,
+    Quantity,
+    Rule,
+    Str,
+    StrMap,
+    validate,
+)
+
+RUNTIMES = ("llamacpp", "llamacpp-router", "personaplex", "vllm", "tgi", "sglang", "generic")
+SERVED_RUNTIMES = ("vllm", "sglang", "tgi", "llamacpp")
+MODES = ("chat", "embedding", "rerank")
+MODE_PATHS = {"chat": "/v1/chat/completions", "embedding": "/v1/embeddings", "rerank": "/v1/rerank"}
+SHARING_MODES = ("exclusive", "shared", "partitioned")
+SERVICE_TYPES = ("ClusterIP", "NodePort", "LoadBalancer")
+PRIORITIES = ("critical", "high", "normal", "low", "batch")
+ISVC_PHASES = (
+    "Pending",
+    "Creating",
+    "Progressing",
+    "Ready",
+    "WaitingForGPU",
+    "Stopped",
+    "Suspended",
+    "Failed",
+)
+MAX_REPLICAS = 10
+DEFAULT_PORT = 8080
+
+_PROBE = Opaque(description="corev1.Probe")
+
+
+def _multinode_single_replica(spec: dict[str, Any]) -> bool:
+    return "multiNode" not in spec or spec.get("replicas", 1) <= 1
+
+
+def _multinode_vllm(spec: dict[str, Any]) -> bool:
+    return "multiNode" not in spec or spec.get("runtime") == "vllm"
+
+
+def _head_address(mn: dict[str, Any]) -> bool:
+    members = mn.get("members") or [{}]
+    return bool((members[0].get("fabric") or {}).get("address"))
+
+
+def _partitioned_profile(sharing: dict[str, Any]) -> bool:
+    return sharing.get("mode") != "partitioned" or bool(sharing.get("profile"))
+
+
+RUNTIME_CONFIG_NOTE = (
+    "LLMKube's set of options is larger than the fields typed here; unknown ones are kept."
+)
+
+VLLM_CONFIG = Object(
+    fields={
+        "tensorParallelSize": Int(minimum=1, maximum=64),
+        "pipelineParallelSize": Int(minimum=1, maximum=64),
+        "maxModelLen": Int(minimum=1),
+        "quantization": Str(),
+        "dtype": Str(),
+        "kvCacheDtype": Str(),
+        "enablePrefixCaching": Bool(),
+        "enableChunkedPrefill": Bool(),
+        "maxNumBatchedTokens": Int(minimum=1),
+        "attentionBackend": Str(),
+        "enableExpertParallel": Bool(),
+        "cpuOffloadGB": Num(minimum=0),
+        "gpuMemoryUtilization": Num(minimum=0, exclusive_minimum=True, maximum=1),
+        "hfTokenSecretRef": SECRET_KEY_REF,
+    },
+    preserve=True,
+    description=RUNTIME_CONFIG_NOTE,
+)
+SGLANG_CONFIG = Object(
+    fields={
+        "tensorParallelSize": Int(minimum=1, maximum=64),
+        "dataParallelSize": Int(minimum=1, maximum=64),
+        "expertParallelSize": Int(minimum=1, maximum=64),
+        "contextLength": Int(minimum=1),
+        "memFractionStatic": Num(minimum=0, exclusive_minimum=True, maximum=1),
+        "quantization": Str(),
+        "hfTokenSecretRef": SECRET_KEY_REF,
+    },
+    preserve=True,
+    description=RUNTIME_CONFIG_NOTE,
+)
+TGI_CONFIG = Object(
+    fields={
+        "quantize": Str(),
+        "maxInputLength": Int(minimum=1),
+        "maxTotalTokens": Int(minimum=1),
+        "dtype": Str(),
+        "hfTokenSecretRef": SECRET_KEY_REF,
+    },
+    preserve=True,
+    description=RUNTIME_CONFIG_NOTE,
+)
+
+SPEC = Object(
+    fields={
+        "modelRef": Str(min_length=1),
+        "runtime": Str(enum=RUNTIMES, default="llamacpp"),
+        "mode": Str(enum=MODES),
+        "replicas": Int(minimum=0, maximum=MAX_REPLICAS, default=1),
+        "suspend": Bool(),
+        "revisionHistoryLimit": Int(minimum=0),
+        "autoscaling": Object(
+            fields={
+                "minReplicas": Int(minimum=0),
+                "maxReplicas": Int(minimum=1),
+                "metrics": Array(
+                    items=Object(
+                        fields={
+                            "type": Str(enum=("Pods", "Resource")),
+                            "name": Str(),
+                            "targetAverageValue": Str(),
+                            "targetAverageUtilization": Int(minimum=1),
+                        }
+                    )
+                ),
+            }
+        ),
+        "image": Str(min_length=1),
+        "endpoint": Object(
+            fields={
+                "port": Int(minimum=1, maximum=65535, default=DEFAULT_PORT),
+                "path": Str(pattern=r"^/"),
+                "type": Str(enum=SERVICE_TYPES, default="ClusterIP"),
+                "nodePort": Int(minimum=30000, maximum=32767),
+                "gateway": Object(
+                    fields={
+                        "enabled": Bool(),
+                        "gatewayRef": Object(fields={"name": Str(), "namespace": Str()}),
+                        "modelName": Str(),
+                    }
+                ),
+            }
+        ),
+        "resources": Object(
+            fields={
+                "gpu": Int(minimum=0, maximum=MAX_GPU_COUNT),
+                "cpu": Quantity(),
+                "memory": Quantity(),
+                "hostMemory": Quantity(),
+                "ephemeralStorage": Quantity(),
+                "gpuMemory": Quantity(description="Accepted for LLMKube compatibility; no effect."),
+                "gpuSharing": Object(
+                    fields={
+                        "mode": Str(enum=SHARING_MODES, default="exclusive"),
+                        "profile": Str(),
+                        "memoryLimitGiB": Int(minimum=1),
+                    },
+                    rules=(
+                        Rule(
+                            "!has(self.mode) || self.mode != 'partitioned' || has(self.profile)",
+                            "partitioned needs a profile (e.g. 1g.10gb)",
+                            _partitioned_profile,
+                        ),
+                    ),
+                ),
+            }
+        ),
+        "tolerations": TOLERATIONS,
+        "nodeSelector": StrMap(),
+        "podAnnotations": LABELS,
+        "podLabels": LABELS,
+        "topologySpreadConstraints": Opaque(kind="array"),
+        "affinity": Opaque(description="corev1.Affinity"),
+        "runtimeClassName": Str(),
+        "imagePullSecrets": Array(items=LOCAL_REF),
+        "priority": Str(enum=PRIORITIES, default="normal"),
+        "priorityClassName": Str(),
+        "evictionProtection": Bool(),
+        # llama.cpp typed fields
+        "contextSize": Int(minimum=128, maximum=2097152),
+        "ropeScaling": Object(
+            fields={
+                "type": Str(enum=("none", "linear", "yarn")),
+                "factor": Num(minimum=0, exclusive_minimum=True),
+                "originalContext": Int(minimum=1),
+            }
+        ),
+        "parallelSlots": Int(minimum=1),
+        "flashAttention": Bool(),
+        "jinja": Bool(),
+        "cacheTypeK": Str(),
+        "cacheTypeV": Str(),
+        "cacheTypeCustomK": Str(),
+        "cacheTypeCustomV": Str(),
+        "moeCPUOffload": Bool(),
+        "moeCPULayers": Int(minimum=0),
+        "noKvOffload": Bool(),
+        "noWarmup": Bool(),
+        "speculativeDecoding": Object(
+            fields={
+                "type": Str(),
+                "draftModelRef": Str(),
+                "draftModel": Str(),
+                "nDraftMax": Int(minimum=1),
+                "pMin": Num(minimum=0, maximum=1),
+            }
+        ),
+        "reasoningBudget": Int(minimum=-1),
+        "reasoningBudgetMessage": Str(),
+        "metadataOverrides": Array(items=Str()),
+        "tensorOverrides": Array(items=Str()),
+        "batchSize": Int(minimum=1),
+        "uBatchSize": Int(minimum=1),
+        # oMLX (metal agent)
+        "turboQuantBits": Int(minimum=1),
+        "pagedSSDCacheDir": Str(),
+        "hotCacheMaxSize": Str(),
+        "pagedSSDCacheMaxSize": Str(),
+        # container
+        "extraArgs": Array(items=Str()),
+        "command": Array(items=Str()),
+        "args": Array(items=Str()),
+        "env": ENV,
+        "extraVolumes": Opaque(kind="array"),
+        "extraVolumeMounts": Opaque(kind="array"),
+        "containerPort": Int(minimum=1, maximum=65535),
+        "bindAddress": Str(default="::"),
+        "probeOverrides": Object(
+            fields={"startup": _PROBE, "liveness": _PROBE, "readiness": _PROBE}
+        ),
+        "skipModelInit": Bool(),
+        "podSecurityContext": Opaque(description="corev1.PodSecurityContext"),
+        "securityContext": Opaque(description="corev1.SecurityContext"),
+        "modelCache": Object(
+            fields={"persistence": Str(enum=("Cached", "Ephemeral")), "claimName": Str()}
+        ),
+        "personaPlexConfig": Object(preserve=True),
+        "vllmConfig": VLLM_CONFIG,
+        "tgiConfig": TGI_CONFIG,
+        "sglangConfig": SGLANG_CONFIG,
+        "disruption": Object(
+            fields={"protectStartup": Bool(default=True), "protectAlways": Bool()}
+        ),
+        "rolloutPolicy": Object(
+            fields={
+                "waitForIdle": Bool(),
+                "idleTimeoutSeconds": Int(minimum=0, default=300),
+                "force": Bool(),
+            }
+        ),
+        "slo": Object(
+            fields={
+                "name": Str(),
+                "objective": Free(),
+                "window": Str(default="28d"),
+                "indicator": Str(enum=("availability", "latency")),
+                "latencyThreshold": Str(),
+            }
+        ),
+        "maxPodLifetimeSeconds": Int(minimum=0, fmt="int64"),
+        "maxPodLifetimeIdleTimeoutSeconds": Int(minimum=0, fmt="int64"),
+        "multiNode": Object(
+            fields={
+                "members": Array(
+                    items=Object(
+                        fields={
+                            "node": Str(min_length=1),
+                            "fabric": Object(
+                                fields={
+                                    "address": Str(),
+                                    "socketInterface": Str(),
+                                    "ibHCA": Str(),
+                                }
+                            ),
+                            "modelCache": Object(fields={"claimName": Str()}),
+                        },
+                        required=("node",),
+                    ),
+                    min_items=2,
+                    max_items=64,
+                ),
+                "rdmaResource": Str(),
+                "ibGIDIndex": Int(minimum=0),
+                "rendezvousPort": Int(minimum=1, maximum=65535, default=29500),
+            },
+            required=("members",),
+            rules=(
+                Rule(
+                    "size(self.members) == 0 || (has(self.members[0].fabric) && "
+                    "has(self.members[0].fabric.address))",
+                    "members[0].fabric.address is required (the head's address)",
+                    _head_address,
+                ),
+            ),
+        ),
+    },
+    required=("modelRef",),
+    rules=(
+        Rule(
+            "!has(self.multiNode) || !has(self.replicas) || self.replicas <= 1",
+            "multiNode: replicas must be at most 1",
+            _multinode_single_replica,
+        ),
+        Rule(
+            "!has(self.multiNode) || (has(self.runtime) && self.runtime == 'vllm')",
+            "multiNode: only runtime vllm is supported",
+            _multinode_vllm,
+        ),
+    ),
+)
+
+STATUS = Object(
+    fields={
+        "phase": Str(enum=ISVC_PHASES),
+        "mode": Str(),
+        "acceleration": Object(
+            fields={"device": Str(), "layersOffloaded": Int(), "layersTotal": Int()}
+        ),
+        "readyReplicas": Int(),
+        "desiredReplicas": Int(),
+        "replicas": Int(description="Pods currently running (the scale subresource's status)."),
+        "selector": Str(description="Label selector of the pods (the scale subresource's)."),
+        "endpoint": Str(),
+        "modelReady": Bool(),
+        "lastUpdated": Str(),
+        "schedulingStatus": Str(),
+        "schedulingMessage": Str(),
+        "queuePosition": Int(),
+        "waitingFor": Str(),
+        "effectivePriority": Str(),
+        "gateway": Object(
+            fields={
+                "routeReady": Bool(),
+                "modelName": Str(),
+                "endpoint": Str(),
+                "authEnabled": Bool(),
+            }
+        ),
+        "multiNode": Object(
+            fields={
+                "size": Int(),
+                "readyMembers": Int(),
+                "members": Array(
+                    items=Object(
+                        fields={
+                            "rank": Int(),
+                            "node": Str(),
+                            "pod": Str(),
+                            "phase": Str(),
+                            "ready": Bool(),
+                            "restarts": Int(),
+                        }
+                    )
+                ),
+            }
+        ),
+        "observedGeneration": Int(fmt="int64"),
+        # llmkube-py extensions (README names them): quota and GPU attachment as resolved.
+        "admittedReplicas": Int(),
+        "gpusPerReplica": Int(),
+        "gpuAttachment": Str(enum=("dra", "device-plugin", "none")),
+        "model": Str(),
+        "runtime": Str(),
+        "conditions": CONDITIONS,
+    }
+)
+
+
+@dataclass(frozen=True)
+class GPUSharing:
+    mode: str = "exclusive"
+    profile: str | None = None
+    memory_limit_gib: int | None = None
+
+
+@dataclass(frozen=True)
+class MultiNodeMember:
+    node: str
+    address: str | None = None
+    socket_interface: str | None = None
+    ib_hca: str | None = None
+
+
+@dataclass(frozen=True)
+class MultiNode:
+    members: tuple[MultiNodeMember, ...]
+    rendezvous_port: int = 29500
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    port: int = DEFAULT_PORT
+    path: str | None = None  # None: the mode's default path
+    type: str = "ClusterIP"
+    node_port: int | None = None
+
+
+@dataclass(frozen=True)
+class RuntimeSettings:
+    """Explicit per-runtime settings; None means "derive it"."""
+
+    tensor_parallel_size: int | None = None
+    gpu_memory_utilization: float | None = None
+    cpu_offload_gb: float | None = None
+    max_model_len: int | None = None
+    mem_fraction_static: float | None = None
+    context_size: int | None = None
+
+
+@dataclass(frozen=True)
+class PodSettings:
+    """What reaches the pod unchanged: scheduling, metadata, env, pull secrets."""
+
+    tolerations: tuple[dict[str, Any], ...] = ()
+    node_selector: dict[str, str] = field(default_factory=dict)
+    affinity: dict[str, Any] | None = None
+    topology_spread_constraints: tuple[dict[str, Any], ...] = ()
+    pod_labels: dict[str, str] = field(default_factory=dict)
+    pod_annotations: dict[str, str] = field(default_factory=dict)
+    env: tuple[dict[str, Any], ...] = ()
+    image_pull_secrets: tuple[dict[str, Any], ...] = ()
+    priority_class_name: str | None = None
+    runtime_class_name: str | None = None
+
+
+@dataclass(frozen=True)
+class InferenceServiceSpec:
+    model_ref: str
+    runtime: str = "llamacpp"
+    mode: str = "chat"
+    replicas: int = 1
+    suspend: bool = False
+    image: str | None = None
+    gpu: int | None = None  # spec.resources.gpu
+    cpu: str | None = None
+    memory: str | None = None
+    sharing: GPUSharing = field(default_factory=GPUSharing)
+    multi_node: MultiNode | None = None
+    endpoint: Endpoint = field(default_factory=Endpoint)
+    pod: PodSettings = field(default_factory=PodSettings)
+    settings: RuntimeSettings = field(default_factory=RuntimeSettings)
+    extra_args: tuple[str, ...] = ()
+
+    @property
+    def served(self) -> bool:
+        return self.runtime in SERVED_RUNTIMES
+
+    @property
+    def wanted_replicas(self) -> int:
+        """Replicas to run: none while suspended (Kueue's admission clears suspend)."""
+        return 0 if self.suspend else self.replicas
+
+    @property
+    def endpoint_path(self) -> str:
+        return self.endpoint.path or MODE_PATHS[self.mode]
+
+
+def _settings(data: dict[str, Any]) -> RuntimeSettings:
+    vllm = data.get("vllmConfig") or {}
+    sglang = data.get("sglangConfig") or {}
+    runtime = data.get("runtime")
+    return RuntimeSettings(
+        tensor_parallel_size=(
+            vllm.get("tensorParallelSize")
+            if runtime == "vllm"
+            else sglang.get("tensorParallelSize")
+            if runtime == "sglang"
+            else None
+        ),
+        gpu_memory_utilization=vllm.get("gpuMemoryUtilization"),
+        cpu_offload_gb=vllm.get("cpuOffloadGB"),
+        max_model_len=vllm.get("maxModelLen"),
+        mem_fraction_static=sglang.get("memFractionStatic"),
+        context_size=data.get("contextSize"),
+    )
+
+
+def parse_inference_service(spec: Any) -> InferenceServiceSpec:
+    """The typed InferenceService spec, or InvalidSpec listing every problem by field path."""
+    data, errors = validate(SPEC, spec, "spec")
+    if errors:
+        raise InvalidSpec(errors)
+    res = data.get("resources") or {}
+    sharing = res.get("gpuSharing") or {}
+    mn = data.get("multiNode")
+    ep = data.get("endpoint") or {}
+    return InferenceServiceSpec(
+        model_ref=data["modelRef"],
+        runtime=data.get("runtime", "llamacpp"),
+        mode=data.get("mode", "chat"),
+        replicas=data.get("replicas", 1),
+        suspend=bool(data.get("suspend")),
+        image=data.get("image"),
+        gpu=res.get("gpu"),
+        cpu=res.get("cpu"),
+        memory=res.get("memory"),
+        sharing=GPUSharing(
+            sharing.get("mode", "exclusive"), sharing.get("profile"), sharing.get("memoryLimitGiB")
+        ),
+        multi_node=(
+            MultiNode(
+                tuple(
+                    MultiNodeMember(
+                        m["node"],
+                        (m.get("fabric") or {}).get("address"),
+                        (m.get("fabric") or {}).get("socketInterface"),
+                        (m.get("fabric") or {}).get("ibHCA"),
+                    )
+                    for m in mn.get("members") or []
+                ),
+                mn.get("rendezvousPort", 29500),
+            )
+            if mn
+            else None
+        ),
+        endpoint=Endpoint(
+            ep.get("port", DEFAULT_PORT),
+            ep.get("path"),
+            ep.get("type", "ClusterIP"),
+            ep.get("nodePort"),
+        ),
+        pod=PodSettings(
+            tolerations=tuple(data.get("tolerations") or ()),
+            node_selector=dict(data.get("nodeSelector") or {}),
+            affinity=data.get("affinity"),
+            topology_spread_constraints=tuple(data.get("topologySpreadConstraints") or ()),
+            pod_labels=dict(data.get("podLabels") or {}),
+            pod_annotations=dict(data.get("podAnnotations") or {}),
+            env=tuple(data.get("env") or ()),
+            image_pull_secrets=tuple(data.get("imagePullSecrets") or ()),
+            priority_class_name=data.get("priorityClassName"),
+            runtime_class_name=data.get("runtimeClassName"),
+        ),
+        settings=_settings(data),
+        extra_args=tuple(data.get("extraArgs") or ()),
+    )
+
+
+def rule_errors(service: InferenceServiceSpec, model: ModelSpec) -> list[str]:
+    """The guide's rules that span the InferenceService and its Model."""
+    errors = []
+    if model.uses_claims and service.sharing.mode != "exclusive":
+        errors.append(
+            f"spec.resources.gpuSharing.mode: {service.sharing.mode!r} cannot be combined with "
+            f"resourceClaims (Model {service.model_ref!r}): the claim owns device placement; "
+            "use exclusive or drop gpuSharing"
+        )
+    if model.uses_claims and service.multi_node is not None:
+        errors.append(
+            f"spec.multiNode: cannot be combined with resourceClaims (Model "
+            f"{service.model_ref!r}): member pods pinned with nodeName bypass the scheduler "
+            "that allocates DRA claims; run DRA models single-node"
+        )
+    return errors

@@ -1,0 +1,228 @@
+"""Model v1alpha1: LLMKube's field shapes, defaults and enums, and the typed spec we read."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .common import CONDITIONS, LOCAL_REF, RESOURCE_CLAIMS, TOLERATIONS
+from .errors import InvalidSpec
+from .schema import Array, Bool, Free, Int, Num, Object, Quantity, Rule, Str, validate
+
+ACCELERATORS = ("cpu", "metal", "cuda", "rocm", "intel", "vulkan")
+GPU_ACCELERATORS = ("cuda", "rocm", "intel", "vulkan")
+FORMATS = ("gguf", "mlx", "safetensors", "pytorch", "custom")
+VENDORS = ("nvidia", "amd", "intel")
+SHARDING_STRATEGIES = ("layer", "tensor", "row", "pipeline", "none")
+MODEL_PHASES = ("Pending", "Downloading", "Copying", "Ready", "Failed")
+MAX_GPU_COUNT = 8
+SOURCE_PATTERN = r"^(https?|file|pvc|hf|s3)://.*|^/[^\s]+$|^[a-zA-Z0-9][\w\-\.\/]+$"
+
+
+def _claims_xor_resource_name(gpu: dict[str, Any]) -> bool:
+    return not (gpu.get("resourceClaims") and gpu.get("resourceName"))
+
+
+GPU = Object(
+    fields={
+        "enabled": Bool(),
+        "count": Int(minimum=0, maximum=MAX_GPU_COUNT),
+        "memory": Str(),
+        "vendor": Str(enum=VENDORS, default="nvidia"),
+        "resourceName": Str(pattern=r"^[a-z0-9.\-]+/[a-z0-9._\-]+$"),
+        "tolerationKey": Str(),
+        "runtime": Str(enum=("vulkan", "rocm")),
+        "layers": Int(minimum=-1),
+        "sharding": Object(
+            fields={
+                "strategy": Str(enum=SHARDING_STRATEGIES, default="layer"),
+                "layerSplit": Array(items=Str(pattern=r"^\d+-\d+$")),
+            }
+        ),
+        "resourceClaims": RESOURCE_CLAIMS,
+    },
+    rules=(
+        Rule(
+            "!(has(self.resourceClaims) && size(self.resourceClaims) > 0 "
+            "&& has(self.resourceName))",
+            "resourceClaims and resourceName are mutually exclusive",
+            _claims_xor_resource_name,
+        ),
+    ),
+)
+
+SPEC = Object(
+    fields={
+        "source": Str(pattern=SOURCE_PATTERN, min_length=1),
+        "sha256": Str(pattern=r"^[a-fA-F0-9]{64}$"),
+        "sourceSecretRef": LOCAL_REF,
+        "refreshPolicy": Str(enum=("IfNotPresent", "OnChange"), default="IfNotPresent"),
+        "prefetch": Bool(),
+        "prefetchTolerations": TOLERATIONS,
+        "format": Str(enum=FORMATS, default="gguf"),
+        "quantization": Str(),
+        "hardware": Object(
+            fields={
+                "accelerator": Str(enum=ACCELERATORS, default="cpu"),
+                "memoryBudget": Str(),
+                "memoryFraction": Num(minimum=0, maximum=1),
+                "gpu": GPU,
+            }
+        ),
+        "resources": Object(fields={"cpu": Quantity(), "memory": Quantity()}),
+        "files": Array(items=Free()),
+        "mmproj": Free(),
+    },
+    required=("source",),
+)
+
+STATUS = Object(
+    fields={
+        "phase": Str(enum=MODEL_PHASES),
+        "size": Str(),
+        "path": Str(),
+        "cacheKey": Str(),
+        "sha256": Str(),
+        "stagedFiles": Array(items=Free()),
+        "sourceETag": Str(),
+        "sourceContentLength": Int(fmt="int64"),
+        "lastRevalidated": Str(),
+        "acceleratorReady": Bool(),
+        "gguf": Object(
+            fields={
+                "architecture": Str(),
+                "modelName": Str(),
+                "quantization": Str(),
+                "contextLength": Int(fmt="int64"),
+                "embeddingSize": Int(fmt="int64"),
+                "layerCount": Int(fmt="int64"),
+                "headCount": Int(fmt="int64"),
+                "tensorCount": Int(fmt="int64"),
+                "fileVersion": Int(fmt="int64"),
+                "license": Str(),
+            }
+        ),
+        "lastUpdated": Str(),
+        "observedGeneration": Int(fmt="int64"),
+        # llmkube-py extension: how the GPUs reach the pod, as resolved.
+        "gpu": Object(
+            fields={
+                "count": Int(),
+                "attachment": Str(enum=("dra", "device-plugin", "none")),
+                "claims": Array(
+                    items=Object(
+                        fields={
+                            "name": Str(),
+                            "resourceClaimName": Str(),
+                            "resourceClaimTemplateName": Str(),
+                        }
+                    )
+                ),
+            }
+        ),
+        "conditions": CONDITIONS,
+    }
+)
+
+
+@dataclass(frozen=True)
+class ClaimRef:
+    """One pod-level claim: a shared ResourceClaim or a per-pod ResourceClaimTemplate."""
+
+    name: str
+    claim_name: str | None = None
+    template_name: str | None = None
+
+    def pod_entry(self) -> dict[str, str]:
+        entry = {"name": self.name}
+        if self.claim_name:
+            entry["resourceClaimName"] = self.claim_name
+        if self.template_name:
+            entry["resourceClaimTemplateName"] = self.template_name
+        return entry
+
+
+@dataclass(frozen=True)
+class GPUSpec:
+    enabled: bool | None = None  # None = not set; an explicit false means no GPU
+    count: int = 0  # 0 = not set
+    vendor: str = "nvidia"
+    resource_name: str | None = None
+    toleration_key: str | None = None
+    layers: int | None = None
+    sharding_strategy: str = "layer"
+    layer_split: tuple[str, ...] = ()
+    claims: tuple[ClaimRef, ...] = ()
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    source: str
+    format: str = "gguf"
+    accelerator: str = "cpu"
+    gpu: GPUSpec = field(default_factory=GPUSpec)
+    cpu: str | None = None
+    memory: str | None = None
+
+    @property
+    def uses_claims(self) -> bool:
+        return bool(self.gpu.claims)
+
+    @property
+    def is_gpu_model(self) -> bool:
+        """Whether the Model alone asks for a GPU (see has_gpu for the service's view)."""
+        return has_gpu(self, None)
+
+
+def has_gpu(model: ModelSpec, isvc_gpu: int | None) -> bool:
+    """LLMKube's hasGPUPresent, on the guide's terms.
+
+    Claims make a GPU model even without count. Otherwise `gpu.enabled: false` or
+    `accelerator: cpu` (the default) / `metal` mean no GPU in the cluster; with a GPU
+    accelerator, `enabled: true` or a GPU count (LLMKube's GPUCount) make one.
+    """
+    if model.uses_claims:
+        return True
+    if model.accelerator in ("cpu", "metal") or model.gpu.enabled is False:
+        return False
+    return bool(model.gpu.enabled) or gpu_count(model, isvc_gpu) > 0
+
+
+def gpu_count(model: ModelSpec, isvc_gpu: int | None) -> int:
+    """LLMKube's GPUCount: hardware.gpu.count if > 0, else the service's resources.gpu, else 0."""
+    if model.gpu.count > 0:
+        return model.gpu.count
+    return isvc_gpu or 0
+
+
+def parse_model(spec: Any) -> ModelSpec:
+    """The typed Model spec, or InvalidSpec listing every problem with its field path."""
+    data, errors = validate(SPEC, spec, "spec")
+    if errors:
+        raise InvalidSpec(errors)
+    hardware = data.get("hardware") or {}
+    g = hardware.get("gpu") or {}
+    sharding = g.get("sharding") or {}
+    claims = tuple(
+        ClaimRef(c["name"], c.get("resourceClaimName"), c.get("resourceClaimTemplateName"))
+        for c in g.get("resourceClaims") or []
+    )
+    resources = data.get("resources") or {}
+    return ModelSpec(
+        source=data["source"],
+        format=data.get("format", "gguf"),
+        accelerator=hardware.get("accelerator", "cpu"),
+        gpu=GPUSpec(
+            enabled=g.get("enabled"),
+            count=g.get("count") or 0,
+            vendor=g.get("vendor", "nvidia"),
+            resource_name=g.get("resourceName"),
+            toleration_key=g.get("tolerationKey"),
+            layers=g.get("layers"),
+            sharding_strategy=sharding.get("strategy", "layer"),
+            layer_split=tuple(sharding.get("layerSplit") or ()),
+            claims=claims,
+        ),
+        cpu=resources.get("cpu"),
+        memory=resources.get("memory"),
+    )
