@@ -6,12 +6,14 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo test lint typecheck pytest bench clean
+.PHONY: install demo test lint typecheck pytest bench wheels sync-data clean
 
-$(STAMP): pyproject.toml
+# The product (editable, with the dev tools) and the test API server's own distribution
+# (packaging/testserver: not in the product wheel, needed by the demo and the tests).
+$(STAMP): pyproject.toml packaging/testserver/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e '.[dev]' -e ./packaging/testserver
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -22,6 +24,18 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/python -m tests.imports
+
+# dist/: the product wheel (what the image installs) and the test server's wheel.
+wheels: $(STAMP)
+	$(BIN)/pip wheel --quiet --no-deps --wheel-dir dist . ./packaging/testserver
+
+# Copy the CRDs (regenerated into charts/llmkube/crds) and examples into the package
+# data the wheel ships; tests/test_packaging.py fails while the copies differ.
+sync-data:
+	rm -f app/data/crds/*.yaml app/data/examples/*.yaml
+	cp charts/llmkube/crds/*.yaml app/data/crds/
+	cp examples/*.yaml app/data/examples/
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
@@ -35,4 +49,4 @@ bench: $(STAMP)
 	$(BIN)/python -m bench
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache dist build packaging/testserver/build

@@ -20,7 +20,7 @@ import pytest
 import yaml
 from helm_python.chart import Chart, lint
 
-from controller.manifests import CRD_DIR, EXAMPLES, load
+from app.manifests import CRD_DIR, EXAMPLES, load
 from controller.permissions import CLUSTER_RULES, LEADER_ELECTION_RULES, Rule
 from metrics import ControllerMetrics
 from testserver.process import ApiServerProcess

@@ -7,10 +7,10 @@ import json
 
 import aiohttp
 
+from app.manifests import apply_text
 from controller import logging as log_setup
 from controller.kube import KubeClient
 from controller.manager import Manager
-from controller.manifests import apply_text
 from controller.resources import MODEL
 from testserver.process import ApiServerProcess
 
