@@ -36,7 +36,7 @@ log = structlog.get_logger("manager")
 ReconcilerFactory = Callable[[KubeClient, Cache], Reconciler]
 # Something else the manager runs beside the controllers (e.g. the webhook server): started
 # with the manager on every replica (no leadership needed), cancelled by stop().
-Runnable = Callable[[], Coroutine[Any, None, None]]
+Runnable = Callable[[], Coroutine[Any, Any, None]]
 
 
 @dataclass

@@ -75,7 +75,7 @@ def imports(module: str, path: Path) -> Iterator[tuple[str, int, bool]]:
 def check(root: Path = ROOT) -> tuple[list[str], list[list[str]]]:
     """The upward (disallowed) imports, and the import cycles between our modules."""
     mods = modules(root)
-    upward: list[str] = []
+    upward: dict[tuple[str, int], str] = {}  # one report per import statement
     graph: dict[str, set[str]] = {m: set() for m in mods}
     for module, path in mods.items():
         package = module.split(".")[0]
@@ -84,11 +84,11 @@ def check(root: Path = ROOT) -> tuple[list[str], list[list[str]]]:
             if top not in OURS:
                 continue
             if top != package and top not in ALLOWED[package]:
-                rel = path.relative_to(root)
-                upward.append(f"{rel}:{line}: {package} imports {target}")
+                rel = str(path.relative_to(root))
+                upward.setdefault((rel, line), f"{rel}:{line}: {package} imports {target}")
             if target in mods and target != module and not typing_only:
                 graph[module].add(target)
-    return sorted(set(upward)), _cycles(graph)
+    return sorted(upward.values()), _cycles(graph)
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
