@@ -28,6 +28,7 @@ lint: $(STAMP)
 
 # dist/: the product wheel (what the image installs) and the test server's wheel.
 wheels: $(STAMP)
+	rm -rf build packaging/testserver/build  # stale build/lib files would end up in the wheel
 	$(BIN)/pip wheel --quiet --no-deps --wheel-dir dist . ./packaging/testserver
 
 # Copy the CRDs (regenerated into charts/llmkube/crds) and examples into the package
