@@ -84,16 +84,17 @@ def _add_log_level(p: argparse.ArgumentParser, default: str) -> None:
 
 
 def _add_run_flags(run: argparse.ArgumentParser) -> None:
+    legacy = _env("HTTP_PORT", "")  # the earlier LLMKUBE_HTTP_PORT: both on one port
     run.add_argument(
         "--metrics-bind-address",
         type=bind_address,
-        default=bind_address(_env("METRICS_BIND_ADDRESS", ":8080")),
+        default=bind_address(_env("METRICS_BIND_ADDRESS", f":{legacy or 8080}")),
         help="address of /metrics; 0 disables it (default :8080)",
     )
     run.add_argument(
         "--health-probe-bind-address",
         type=bind_address,
-        default=bind_address(_env("HEALTH_PROBE_BIND_ADDRESS", ":8081")),
+        default=bind_address(_env("HEALTH_PROBE_BIND_ADDRESS", f":{legacy or 8081}")),
         help="address of /healthz and /readyz; 0 disables them (default :8081)",
     )
     run.add_argument(

@@ -63,3 +63,13 @@ def test_every_flag_has_help() -> None:
     for name, sub in subparsers.choices.items():
         for action in sub._actions:
             assert action.help, f"{name} {action.option_strings} has no help"
+
+
+def test_environment_defaults_including_the_earlier_http_port(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("LLMKUBE_HTTP_PORT", "9100")
+    monkeypatch.setenv("LLMKUBE_WORKERS", "3")
+    args = parse([])
+    assert args.metrics_bind_address == args.health_probe_bind_address == ("0.0.0.0", 9100)
+    assert args.workers == 3
