@@ -1,12 +1,13 @@
 # Controller image for the Helm chart (charts/llmkube): docker build -t ghcr.io/llmkube/llmkube-py:0.1.0 .
+# The product packages only: the test API server (packaging/testserver) and bench/ stay out.
 FROM python:3.11-slim AS build
 WORKDIR /src
 COPY pyproject.toml README.md ./
+COPY app app
 COPY controller controller
 COPY reconcilers reconcilers
 COPY metrics metrics
 COPY webhook webhook
-COPY testserver testserver
 RUN pip wheel --no-cache-dir --wheel-dir /wheels .
 
 FROM python:3.11-slim

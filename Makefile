@@ -6,12 +6,14 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo test lint typecheck pytest bench clean crds
+.PHONY: install demo test lint typecheck pytest bench wheels sync-data clean crds
 
-$(STAMP): pyproject.toml
+# The product (editable, with the dev tools) and the test API server's own distribution
+# (packaging/testserver: not in the product wheel, needed by the demo and the tests).
+$(STAMP): pyproject.toml packaging/testserver/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e '.[dev]' -e ./packaging/testserver
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -22,6 +24,19 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/python -m tests.imports
+
+# dist/: the product wheel (what the image installs) and the test server's wheel.
+wheels: $(STAMP)
+	rm -rf build packaging/testserver/build  # stale build/lib files would end up in the wheel
+	$(BIN)/pip wheel --quiet --no-deps --wheel-dir dist . ./packaging/testserver
+
+# Copy the CRDs (regenerated into charts/llmkube/crds) and examples into the package
+# data the wheel ships; tests/test_packaging.py fails while the copies differ.
+sync-data:
+	rm -f app/data/crds/*.yaml app/data/examples/*.yaml
+	cp charts/llmkube/crds/*.yaml app/data/crds/
+	cp examples/*.yaml app/data/examples/
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
@@ -34,9 +49,10 @@ test: lint typecheck pytest
 # CRDs are generated from api/; tests/test_llmkube_api.py fails when the committed ones differ.
 crds: $(STAMP)
 	$(BIN)/python -m api.crdgen charts/llmkube/crds
+	$(MAKE) sync-data
 
 bench: $(STAMP)
 	$(BIN)/python -m bench
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache dist build packaging/testserver/build

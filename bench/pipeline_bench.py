@@ -16,10 +16,11 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from app.controllers import reconcilers
+from app.manifests import install_crds
 from controller.informer import Event, Informer
 from controller.kube import KubeClient
 from controller.manager import Manager, ManagerConfig
-from controller.manifests import install_crds
 from controller.resources import MODEL
 from testserver.process import ApiServerProcess
 
@@ -87,7 +88,9 @@ async def run(objects: int, workers: int = 4) -> PipelineResult:
     observer_client = await KubeClient.connect(server.url, timeout=120)
     try:
         await install_crds(client)
-        manager = Manager(client, ManagerConfig(http_port=None, workers=workers))
+        manager = Manager(
+            client, ManagerConfig(http_port=None, workers=workers), reconcilers=reconcilers()
+        )
         await manager.start()
         await manager.wait_synced()
         created: dict[str, float] = {}

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry
+from prometheus_client.aiohttp import make_aiohttp_handler
 
 
 def make_app(
@@ -19,15 +20,11 @@ def make_app(
             return web.Response(text="ok")
         return web.Response(status=503, text="informer caches not synced")
 
-    async def metrics(_: web.Request) -> web.Response:
-        return web.Response(
-            body=generate_latest(registry), headers={"Content-Type": CONTENT_TYPE_LATEST}
-        )
-
     app = web.Application()
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
-    app.router.add_get("/metrics", metrics)
+    # prometheus_client's own handler: content negotiation (OpenMetrics) and gzip.
+    app.router.add_get("/metrics", make_aiohttp_handler(registry))
     return app
 
 

@@ -14,33 +14,29 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import structlog
 from aiohttp import web
 
 from metrics import ControllerMetrics
-from reconcilers.context import Context
-from reconcilers.gpuquota import GPUQuotaReconciler
-from reconcilers.inferenceservice import InferenceServiceReconciler
-from reconcilers.model import ModelReconciler
 
 from . import health
 from .cache import Cache
 from .informer import Event, Informer
 from .kube import ApiError, KubeClient
 from .leaderelection import LeaderElector
-from .reconcile import Reconciler, Request, Watch
+from .reconcile import Reconciler, Request, TerminalError, Watch
 from .workqueue import QueueShutDown, RateLimitingQueue
 
 log = structlog.get_logger("manager")
-ReconcilerFactory = Callable[[Context], Reconciler]
-DEFAULT_RECONCILERS: tuple[ReconcilerFactory, ...] = (
-    ModelReconciler,
-    InferenceServiceReconciler,
-    GPUQuotaReconciler,
-)
+# Builds a reconciler from the manager's client and cache (the composition root's list).
+ReconcilerFactory = Callable[[KubeClient, Cache], Reconciler]
+# Something else the manager runs beside the controllers (e.g. the webhook server): started
+# with the manager on every replica (no leadership needed), cancelled by stop().
+Runnable = Callable[[], Coroutine[Any, Any, None]]
 
 
 @dataclass
@@ -64,7 +60,8 @@ class Manager:
         config: ManagerConfig | None = None,
         *,
         metrics: ControllerMetrics | None = None,
-        reconcilers: Sequence[ReconcilerFactory] = DEFAULT_RECONCILERS,
+        reconcilers: Sequence[ReconcilerFactory],
+        runnables: Sequence[Runnable] = (),
     ) -> None:
         self.client = client
         self.config = config or ManagerConfig()
@@ -73,11 +70,12 @@ class Manager:
         self.queue: RateLimitingQueue[Request] = RateLimitingQueue(
             "llmkube", metrics=self.metrics.workqueue, controller_of=lambda r: r.controller
         )
-        self.ctx = Context.create(client, self.cache)
+        self.runnables = list(runnables)
         self.reconcilers: dict[str, Reconciler] = {}
         for factory in reconcilers:
-            reconciler = factory(self.ctx)
+            reconciler = factory(client, self.cache)
             self.reconcilers[reconciler.name] = reconciler
+            self.metrics.init_controller(reconciler.name)
             for watch in reconciler.watches():
                 self._watch(watch)
         self.elector: LeaderElector | None = None
@@ -132,6 +130,8 @@ class Manager:
             )
         for informer in self.cache.informers.values():
             self._tasks.append(asyncio.create_task(informer.run(), name=informer.rt.plural))
+        for i, runnable in enumerate(self.runnables):
+            self._tasks.append(asyncio.create_task(runnable(), name=f"runnable-{i}"))
         self._tasks.append(asyncio.create_task(self._run_workers(), name="workers"))
 
     async def _run_workers(self) -> None:
@@ -211,15 +211,23 @@ class Manager:
         with structlog.contextvars.bound_contextvars(
             controller=name, namespace=request.namespace, name=request.name
         ):
+            timeout = asyncio.timeout(self.config.reconcile_timeout)
             try:
-                result = await asyncio.wait_for(
-                    reconciler.reconcile(request), self.config.reconcile_timeout
-                )
+                async with timeout:
+                    result = await reconciler.reconcile(request)
             except asyncio.CancelledError:
                 raise
+            except TerminalError as e:
+                m.errors.labels(name).inc()
+                m.terminal_errors.labels(name).inc()
+                m.total.labels(name, "error").inc()
+                log.error("reconcile failed, not retrying", error=str(e))
+                self.queue.forget(request)
             except Exception as e:
                 m.errors.labels(name).inc()
                 m.total.labels(name, "error").inc()
+                if timeout.expired():
+                    m.timeouts.labels(name).inc()
                 if isinstance(e, ApiError | OSError | TimeoutError):
                     log.warning(
                         "reconcile failed, retrying",

@@ -22,6 +22,11 @@ class Request:
         return f"{self.controller}:{self.namespace}/{self.name}"
 
 
+class TerminalError(Exception):
+    """A reconcile error that retrying cannot fix (controller-runtime's TerminalError):
+    counted in controller_runtime_terminal_reconcile_errors_total, not requeued."""
+
+
 @dataclass(frozen=True)
 class Result:
     """requeue_after > 0 asks to look again later even if nothing changes."""

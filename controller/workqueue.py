@@ -7,7 +7,8 @@
 - `add_rate_limited` delays by the rate limiter; `forget` clears its failure history.
 
 One queue serves all reconcilers: each key names its controller, which the metrics
-use as their label.
+use as their `name` and `controller` labels, as controller-runtime's one queue per
+controller would.
 """
 
 from __future__ import annotations
@@ -32,12 +33,12 @@ class QueueShutDown(Exception):
 class _Series:
     """One controller's children of the queue metrics."""
 
-    def __init__(self, m: WorkqueueMetrics, name: str, controller: str) -> None:
-        self.depth = m.depth.labels(name, controller)
-        self.adds = m.adds.labels(name, controller)
-        self.retries = m.retries.labels(name, controller)
-        self.queue_duration = m.queue_duration.labels(name, controller)
-        self.work_duration = m.work_duration.labels(name, controller)
+    def __init__(self, m: WorkqueueMetrics, controller: str) -> None:
+        self.depth = m.depth.labels(controller, controller)
+        self.adds = m.adds.labels(controller, controller)
+        self.retries = m.retries.labels(controller, controller)
+        self.queue_duration = m.queue_duration.labels(controller, controller)
+        self.work_duration = m.work_duration.labels(controller, controller)
 
 
 class RateLimitingQueue(Generic[K]):
@@ -90,7 +91,7 @@ class RateLimitingQueue(Generic[K]):
         controller = self.controller_of(item) or self.name
         series = self._bound.get(controller)
         if series is None:
-            series = self._bound[controller] = _Series(self.metrics, self.name, controller)
+            series = self._bound[controller] = _Series(self.metrics, controller)
             self._track_in_flight(controller)
         return series
 
@@ -191,9 +192,9 @@ class RateLimitingQueue(Generic[K]):
                 if (self.controller_of(item) or self.name) == controller
             ]
 
-        self.metrics.unfinished_work.labels(self.name, controller).set_function(
+        self.metrics.unfinished_work.labels(controller, controller).set_function(
             lambda: sum(in_flight())
         )
-        self.metrics.longest_running.labels(self.name, controller).set_function(
+        self.metrics.longest_running.labels(controller, controller).set_function(
             lambda: max(in_flight(), default=0.0)
         )

@@ -2,19 +2,35 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
 
+from .domain import DomainMetrics
 from .reconcile import ReconcileMetrics
 from .workqueue import WorkqueueMetrics
 
 
 class ControllerMetrics:
-    """All metrics of one controller process, in a registry of its own."""
+    """All metrics of one controller process, in a registry of its own.
+
+    Besides controller-runtime's and LLMKube's series, the registry carries the
+    process_* (CPU, memory, file descriptors), python_info and python_gc_* collectors,
+    the Python counterparts of the Go collectors controller-runtime registers.
+    """
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
+        ProcessCollector(registry=self.registry)
+        PlatformCollector(registry=self.registry)
+        GCCollector(registry=self.registry)
         self.workqueue = WorkqueueMetrics(self.registry)
         self.reconcile = ReconcileMetrics(self.registry)
+        self.domain = DomainMetrics(self.registry)
+
+    def init_controller(self, name: str) -> None:
+        """Create a controller's series at zero, as controller-runtime does at start-up,
+        so rate() and absent() work before its first reconcile."""
+        self.reconcile.init_controller(name)
+        self.workqueue.init_controller(name)
 
 
-__all__ = ["ControllerMetrics", "ReconcileMetrics", "WorkqueueMetrics"]
+__all__ = ["ControllerMetrics", "DomainMetrics", "ReconcileMetrics", "WorkqueueMetrics"]

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+# controller-runtime's values of the `result` label.
+RESULTS = ("error", "requeue", "requeue_after", "success")
+
 RECONCILE_BUCKETS = (
     0.005,
     0.01,
@@ -62,6 +65,18 @@ class ReconcileMetrics:
             ("controller",),
             registry=registry,
         )
+        self.terminal_errors = Counter(
+            "controller_runtime_terminal_reconcile_errors",
+            "Total number of terminal reconciliation errors per controller",
+            ("controller",),
+            registry=registry,
+        )
+        self.timeouts = Counter(
+            "controller_runtime_reconcile_timeouts",
+            "Total number of reconciliation timeouts per controller",
+            ("controller",),
+            registry=registry,
+        )
         self.panics = Counter(
             "controller_runtime_reconcile_panics",
             "Total number of reconciliation panics per controller",
@@ -94,3 +109,11 @@ class ReconcileMetrics:
             ("name",),
             registry=registry,
         )
+
+    def init_controller(self, name: str) -> None:
+        for result in RESULTS:
+            self.total.labels(name, result)
+        for counter in (self.errors, self.terminal_errors, self.timeouts, self.panics):
+            counter.labels(name)
+        self.duration.labels(name)
+        self.active_workers.labels(name)

@@ -9,6 +9,9 @@ DURATION_BUCKETS = tuple(10.0**exp for exp in range(-8, 3))
 
 
 class WorkqueueMetrics:
+    """Labelled as controller-runtime labels them: `name` and `controller` are both the
+    controller's name, so upstream dashboards show one series per controller."""
+
     def __init__(self, registry: CollectorRegistry) -> None:
         labels = ("name", "controller")
         self.depth = Gauge(
@@ -53,3 +56,9 @@ class WorkqueueMetrics:
             labels,
             registry=registry,
         )
+
+    def init_controller(self, name: str) -> None:
+        for metric in (self.depth, self.adds, self.queue_duration, self.work_duration):
+            metric.labels(name, name)
+        for metric in (self.unfinished_work, self.longest_running, self.retries):
+            metric.labels(name, name)

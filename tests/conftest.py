@@ -9,10 +9,11 @@ from typing import Any, TypeVar
 
 import pytest
 
+from app.controllers import reconcilers
+from app.manifests import apply_text, install_crds
 from controller import logging as log_setup
 from controller.kube import ApiError, KubeClient
 from controller.manager import Manager, ManagerConfig
-from controller.manifests import apply_text, install_crds
 from testserver.process import ApiServerProcess
 
 T = TypeVar("T")
@@ -38,7 +39,7 @@ def manager_for(client: KubeClient, **overrides: Any) -> Manager:
     config = ManagerConfig(http_port=0, http_host="127.0.0.1", workers=2, watch_timeout=30)
     for key, value in overrides.items():
         setattr(config, key, value)
-    return Manager(client, config)
+    return Manager(client, config, reconcilers=reconcilers())
 
 
 @pytest.fixture

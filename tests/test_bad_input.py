@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
+from app.manifests import apply_text
 from controller.kube import KubeClient
 from controller.manager import Manager
-from controller.manifests import apply_text
 from controller.resources import DEPLOYMENT, GPU_QUOTA, INFERENCE_SERVICE, MODEL
 
 from .conftest import condition, model_yaml, wait_condition

@@ -20,20 +20,31 @@ import pytest
 import yaml
 from helm_python.chart import Chart, lint
 
-from controller.manifests import CRD_DIR, EXAMPLES, load
+from app.manifests import load
 from controller.permissions import CLUSTER_RULES, LEADER_ELECTION_RULES, Rule
 from metrics import ControllerMetrics
 from testserver.process import ApiServerProcess
 from webhook.server import PATH
 
 Obj = dict[str, Any]
-CHART = Path(__file__).resolve().parent.parent / "charts" / "llmkube"
+ROOT = Path(__file__).resolve().parent.parent
+CHART = ROOT / "charts" / "llmkube"
+CRD_DIR = CHART / "crds"
+EXAMPLES = ROOT / "examples"
 NAMESPACE = "llmkube-system"
 KUBE_VERSION = "1.34"  # resource.k8s.io/v1 is served from 1.34 on
 
 
+def rendered(values: Obj | None = None) -> dict[str, str]:
+    """Template path -> text, as `helm template` renders it (values.schema.json applies)."""
+    out: dict[str, str] = Chart.load(str(CHART)).render(
+        values=values or {}, name="llmkube", namespace=NAMESPACE
+    )
+    return out
+
+
 def render(values: Obj | None = None) -> list[Obj]:
-    out = Chart.load(str(CHART)).render(values=values or {}, name="llmkube", namespace=NAMESPACE)
+    out = rendered(values)
     docs: list[Obj] = []
     for path, text in sorted(out.items()):
         if path.endswith(".yaml"):
@@ -74,6 +85,15 @@ VARIANTS: list[Obj] = [
             "certSecretName": "my-tls",
             "caBundle": "LS0tLS1CRUdJTg==",
         }
+    },
+    {
+        "replicas": 2,
+        "metrics": {
+            "prometheusRule": {"enabled": True},
+            "serviceMonitor": {"enabled": True},
+            "scrapeAnnotations": True,
+        },
+        "podDisruptionBudget": {"enabled": True},
     },
 ]
 
@@ -134,6 +154,10 @@ def test_examples_match_their_crd_schemas_and_bad_values_do_not() -> None:
 
 THIRD_PARTY_CRDS = [
     ("monitoring.coreos.com", "servicemonitors", "ServiceMonitor"),
+    ("monitoring.coreos.com", "prometheusrules", "PrometheusRule"),
+    # The test server serves no policy/v1: a stand-in for kubectl's plumbing only; the
+    # PodDisruptionBudget's schema is checked by test_rendered_manifests_match_*.
+    ("policy", "poddisruptionbudgets", "PodDisruptionBudget"),
     ("cert-manager.io", "issuers", "Issuer"),
     ("cert-manager.io", "certificates", "Certificate"),
 ]
@@ -219,7 +243,7 @@ def test_values_reach_the_deployment() -> None:
     pod = find(docs, "Deployment")["spec"]["template"]["spec"]
     container = pod["containers"][0]
     assert container["image"] == "registry.local/llmkube:v9"
-    assert {"--log-level=debug", "--workers=8", "--namespace=team-a"} <= set(container["args"])
+    assert {"--zap-log-level=debug", "--workers=8", "--namespace=team-a"} <= set(container["args"])
     assert container["resources"] == {
         "requests": {"cpu": "1", "memory": "1Gi"},
         "limits": {"memory": "2Gi"},
@@ -311,9 +335,8 @@ def test_dashboard_queries_only_exported_metrics() -> None:
         for suffix in suffixes[family.type]
     }
     exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
-    used = {
-        m for e in exprs for m in re.findall(r"\b((?:workqueue|controller_runtime|leader)_\w+)", e)
-    }
+    families_re = r"\b((?:workqueue|controller_runtime|leader|llmkube|process|python)_\w+)"
+    used = {m for e in exprs for m in re.findall(families_re, e)}
     assert used, "the dashboard queries nothing"
     assert used <= exported, used - exported
     families = {re.sub(r"_(bucket|total|count|sum)$", "", m) for m in used}
@@ -324,4 +347,147 @@ def test_dashboard_queries_only_exported_metrics() -> None:
         "controller_runtime_reconcile",
         "controller_runtime_reconcile_errors",
         "controller_runtime_reconcile_time_seconds",
+        "process_cpu_seconds",
     } <= families
+    assert {
+        "process_resident_memory_bytes",
+        "llmkube_gpuquota_used_gpu_count",
+        "llmkube_gpuquota_gpu_count_limit",
+        "llmkube_inferenceservice_phase",
+        "llmkube_inferenceservice_devices",
+    } <= used
+    variables = {v["name"]: v for v in dashboard["templating"]["list"]}
+    assert "namespace" in variables["namespace"]["query"]
+    for expr in exprs:
+        if "llmkube_" in expr:
+            assert 'namespace=~"$namespace"' in expr, expr
+
+
+def test_chart_requires_kubernetes_1_34_for_dra() -> None:
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    assert chart["kubeVersion"] == ">=1.34.0-0"
+
+
+@pytest.mark.parametrize(
+    ("values", "error"),
+    [
+        ({"replica": 2}, "additional properties 'replica' not allowed"),
+        ({"logLevel": "verbose"}, "logLevel"),
+        ({"metrics": {"port": 8080, "portt": 1}}, "additional properties 'portt' not allowed"),
+        ({"webhook": {"failurePolicy": "Maybe"}}, "failurePolicy"),
+        ({"image": {"pullPolicy": "Sometimes"}}, "pullPolicy"),
+        ({"metrics": {"prometheusRule": {"errorRateThreshold": 2}}}, "errorRateThreshold"),
+        ({"workers": 0}, "workers"),
+    ],
+)
+def test_values_schema_rejects_unknown_keys_and_values_outside_their_enums(
+    values: Obj, error: str
+) -> None:
+    with pytest.raises(Exception, match=re.escape(error)):
+        render(values)
+
+
+def test_values_schema_is_draft_07_and_closed_everywhere() -> None:
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    assert schema["$schema"] == "http://json-schema.org/draft-07/schema#"
+    jsonschema.Draft7Validator.check_schema(schema)
+    defaults = yaml.safe_load((CHART / "values.yaml").read_text())
+    jsonschema.Draft7Validator(schema).validate(defaults)
+
+    def closed(node: Obj, path: str) -> None:
+        for key, sub in (node.get("properties") or {}).items():
+            # Kubernetes pass-through objects and maps stay open; our own sections are closed.
+            if sub.get("type") == "object" and "properties" in sub:
+                assert sub.get("additionalProperties") is False, f"{path}.{key}"
+                closed(sub, f"{path}.{key}")
+
+    assert schema["additionalProperties"] is False
+    closed(schema, "")
+
+
+def test_probes_and_metrics_use_controller_runtime_flags_and_ports() -> None:
+    docs = render({})
+    container = find(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    assert "--metrics-bind-address=:8080" in container["args"]
+    assert "--health-probe-bind-address=:8081" in container["args"]
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports["http-metrics"] == 8080 and ports["health"] == 8081
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+
+
+def test_scrape_annotations_are_a_toggle_off_beside_the_service_monitor() -> None:
+    def annotations(values: Obj) -> Obj:
+        template = find(render(values), "Deployment")["spec"]["template"]
+        result: Obj = template["metadata"].get("annotations") or {}
+        return result
+
+    assert annotations({})["prometheus.io/scrape"] == "true"
+    assert annotations({})["prometheus.io/port"] == "8080"
+    monitor = {"serviceMonitor": {"enabled": True}}
+    assert "prometheus.io/scrape" not in annotations({"metrics": monitor})
+    assert "prometheus.io/scrape" in annotations(
+        {"metrics": {**monitor, "scrapeAnnotations": True}}
+    )
+    assert annotations({"metrics": {"scrapeAnnotations": False}}) == {}
+    assert annotations({"metrics": {"scrapeAnnotations": False}, "podAnnotations": {"a": "b"}}) == {
+        "a": "b"
+    }
+
+
+def test_prometheus_rule_alerts_on_errors_queue_depth_and_a_missing_leader() -> None:
+    assert "PrometheusRule" not in kinds(render({}))
+    rule_values = {"metrics": {"prometheusRule": {"enabled": True, "labels": {"release": "p"}}}}
+    one = find(render(rule_values), "PrometheusRule")
+    assert one["metadata"]["labels"]["release"] == "p"
+    alerts = {r["alert"]: r for g in one["spec"]["groups"] for r in g["rules"]}
+    assert set(alerts) == {"LLMKubeReconcileErrorRateHigh", "LLMKubeWorkQueueDepthHigh"}
+    three = find(render({**rule_values, "replicas": 3}), "PrometheusRule")
+    alerts = {r["alert"]: r for g in three["spec"]["groups"] for r in g["rules"]}
+    assert "LLMKubeLeaderAbsent" in alerts
+    assert "> 0.1" in alerts["LLMKubeReconcileErrorRateHigh"]["expr"]
+    assert "> 100" in alerts["LLMKubeWorkQueueDepthHigh"]["expr"]
+    # Every metric an alert queries is one the controller exports.
+    exported = {f.name for f in ControllerMetrics().registry.collect()}
+    for alert in alerts.values():
+        for metric in re.findall(r"\b((?:workqueue|controller_runtime|leader)_\w+)", alert["expr"]):
+            assert re.sub(r"_total$", "", metric) in exported, metric
+        assert f'namespace="{NAMESPACE}"' in alert["expr"]
+
+
+def test_pod_disruption_budget_is_optional() -> None:
+    assert "PodDisruptionBudget" not in kinds(render({}))
+    docs = render({"replicas": 2, "podDisruptionBudget": {"enabled": True}})
+    pdb = find(docs, "PodDisruptionBudget")
+    assert pdb["spec"]["maxUnavailable"] == 1
+    assert pdb["spec"]["selector"]["matchLabels"] == find(docs, "Service")["spec"]["selector"]
+
+
+def test_helm_test_hook_asks_the_services_health_port_for_readyz() -> None:
+    docs = render({})
+    pod = next(
+        d
+        for d in docs
+        if d["kind"] == "Pod" and d["metadata"]["annotations"].get("helm.sh/hook") == "test"
+    )
+    script = " ".join(pod["spec"]["containers"][0]["command"])
+    assert f"http://llmkube.{NAMESPACE}.svc:8081/readyz" in script
+    ports = {p["name"]: p for p in find(docs, "Service")["spec"]["ports"]}
+    assert ports["health"]["port"] == 8081 and ports["health"]["targetPort"] == "health"
+    assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
+
+
+def test_notes_give_the_guides_first_steps_and_the_crd_upgrade() -> None:
+    notes = rendered({})["llmkube/templates/NOTES.txt"]
+    for text in (
+        "kind: ResourceClaimTemplate",
+        "kubectl llmkube deploy",
+        "--claim-template one-gpu",
+        "kubectl llmkube status",
+        "helm test llmkube",
+        "resourceClaims and resourceName are mutually exclusive",
+        "kubectl apply --server-side -f crds/",
+    ):
+        assert text in notes, text
+    readme = (CHART / "README.md").read_text()
+    assert "## Upgrading the CRDs" in readme

@@ -7,9 +7,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from app.manifests import EXAMPLES, apply_text
 from controller.kube import KubeClient
 from controller.manager import Manager
-from controller.manifests import EXAMPLES, apply_text
 from controller.resources import DEPLOYMENT, INFERENCE_SERVICE, MODEL
 from testserver.process import ApiServerProcess
 

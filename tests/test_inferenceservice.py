@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
+from app.manifests import install_crds
 from controller.kube import KubeClient
 from controller.manager import Manager
-from controller.manifests import install_crds
 from controller.resources import (
     DEPLOYMENT,
     INFERENCE_SERVICE,

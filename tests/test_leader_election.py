@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
+from app.manifests import apply_text
 from controller.kube import KubeClient
 from controller.leaderelection import LeaderElector
-from controller.manifests import apply_text
 from controller.resources import LEASE, MODEL
 
 from .conftest import eventually, manager_for, model_yaml, wait_condition

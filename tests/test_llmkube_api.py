@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from api import crdgen, parse_gpu_quota, parse_inference_service, parse_model
-from controller.manifests import CRD_DIR
+from app.manifests import CRD_DIR
 from testserver.process import ApiServerProcess
 
 Obj = dict[str, Any]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from app.manifests import apply_text
 from controller.kube import KubeClient
 from controller.manager import Manager
-from controller.manifests import apply_text
 from controller.resources import EVENT, MODEL, RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE
 
 from .conftest import (

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 
 import aiohttp
 
+from app.manifests import apply_text
 from controller import logging as log_setup
 from controller.kube import KubeClient
-from controller.manager import Manager
-from controller.manifests import apply_text
+from controller.manager import Manager, ManagerConfig
+from controller.reconcile import Request, Result, TerminalError, Watch
 from controller.resources import MODEL
+from metrics import ControllerMetrics
 from testserver.process import ApiServerProcess
 
 from .conftest import eventually, manager_for, model_yaml, wait_condition
@@ -52,12 +55,12 @@ async def test_metrics_use_controller_runtime_names(kube: KubeClient, controller
     status, text = await get(f"http://127.0.0.1:{controller.http_port}/metrics")
     assert status == 200
     for line in (
-        'workqueue_depth{controller="model",name="llmkube"} 0.0',
-        'workqueue_adds_total{controller="model",name="llmkube"}',
-        'workqueue_queue_duration_seconds_bucket{controller="model",le="1e-08",name="llmkube"}',
-        'workqueue_work_duration_seconds_count{controller="model",name="llmkube"}',
-        'workqueue_unfinished_work_seconds{controller="model",name="llmkube"}',
-        'workqueue_longest_running_processor_seconds{controller="model",name="llmkube"}',
+        'workqueue_depth{controller="model",name="model"} 0.0',
+        'workqueue_adds_total{controller="model",name="model"}',
+        'workqueue_queue_duration_seconds_bucket{controller="model",le="1e-08",name="model"}',
+        'workqueue_work_duration_seconds_count{controller="model",name="model"}',
+        'workqueue_unfinished_work_seconds{controller="model",name="model"}',
+        'workqueue_longest_running_processor_seconds{controller="model",name="model"}',
         'controller_runtime_reconcile_total{controller="model",result="success"}',
         'controller_runtime_reconcile_time_seconds_bucket{controller="model",le="0.005"}',
         'controller_runtime_max_concurrent_reconciles{controller="model"} 2.0',
@@ -86,7 +89,7 @@ async def test_api_errors_are_retried_with_backoff_and_counted(
 
         assert value("controller_runtime_reconcile_errors_total", controller="model") == 3
         assert value("controller_runtime_reconcile_total", controller="model", result="error") == 3
-        assert value("workqueue_retries_total", controller="model", name="llmkube") == 3
+        assert value("workqueue_retries_total", controller="model", name="model") == 3
         assert value("controller_runtime_reconcile_panics_total", controller="model") == 0
     finally:
         await manager.stop()
@@ -98,3 +101,124 @@ async def test_api_errors_are_retried_with_backoff_and_counted(
         assert (line["controller"], line["namespace"], line["name"]) == ("model", "default", "m")
         assert line["level"] == "warning" and "500" in line["error"]
     assert [r["retries"] for r in retries] == [0, 1, 2]
+
+
+async def test_workqueue_series_are_one_per_controller_and_pre_initialised(
+    kube: KubeClient, controller: Manager
+) -> None:
+    # Upstream kubebuilder dashboards group workqueue_* by `name`: one series per controller,
+    # present at zero before the first event (as controller-runtime creates them at start).
+    registry = controller.metrics.registry
+    for name in ("model", "inferenceservice", "gpuquota"):
+        labels = {"name": name, "controller": name}
+        assert registry.get_sample_value("workqueue_depth", labels) is not None, name
+        for result in ("error", "requeue", "requeue_after", "success"):
+            labels = {"controller": name, "result": result}
+            assert registry.get_sample_value("controller_runtime_reconcile_total", labels) == 0
+        for counter in (
+            "controller_runtime_reconcile_errors_total",
+            "controller_runtime_terminal_reconcile_errors_total",
+            "controller_runtime_reconcile_timeouts_total",
+            "controller_runtime_reconcile_panics_total",
+        ):
+            assert registry.get_sample_value(counter, {"controller": name}) == 0, counter
+    names = {
+        s.labels["name"]
+        for metric in registry.collect()
+        if metric.name == "workqueue_adds"
+        for s in metric.samples
+    }
+    assert names == {"model", "inferenceservice", "gpuquota"}
+
+
+async def test_metrics_endpoint_has_process_collectors_and_speaks_openmetrics(
+    controller: Manager,
+) -> None:
+    url = f"http://127.0.0.1:{controller.http_port}/metrics"
+    status, text = await get(url)
+    assert status == 200
+    for family in ("process_cpu_seconds_total", "process_resident_memory_bytes", "python_info"):
+        assert f"\n{family}" in text, family
+    assert "python_gc_collections_total" in text
+    headers = {"Accept": "application/openmetrics-text; version=1.0.0"}
+    async with aiohttp.ClientSession() as s, s.get(url, headers=headers) as r:
+        assert r.headers["Content-Type"].startswith("application/openmetrics-text")
+        assert (await r.text()).endswith("# EOF\n")
+
+
+class _Failing:
+    """A reconciler whose reconcile fails in the way it is told to."""
+
+    name = "failing"
+    primary = MODEL
+
+    def __init__(self, error: str) -> None:
+        self.error = error
+
+    def watches(self) -> list[Watch]:
+        return []
+
+    async def reconcile(self, request: Request) -> Result:
+        if self.error == "terminal":
+            raise TerminalError("spec can never work")
+        await asyncio.sleep(10)  # longer than the manager's reconcile timeout
+        return Result()
+
+
+async def test_terminal_errors_are_counted_and_not_requeued(kube: KubeClient) -> None:
+    manager = Manager(
+        kube,
+        ManagerConfig(http_port=None, workers=1),
+        reconcilers=[lambda client, cache: _Failing("terminal")],
+    )
+    request = Request("failing", "default", "x")
+    await manager.process(request)
+    registry = manager.metrics.registry
+    labels = {"controller": "failing"}
+    assert registry.get_sample_value("controller_runtime_terminal_reconcile_errors_total", labels)
+    assert registry.get_sample_value("controller_runtime_reconcile_errors_total", labels) == 1
+    assert manager.queue.waiting == 0 and len(manager.queue) == 0  # not retried
+    assert registry.get_sample_value("controller_runtime_reconcile_timeouts_total", labels) == 0
+
+
+async def test_reconcile_timeouts_are_counted_and_retried(kube: KubeClient) -> None:
+    manager = Manager(
+        kube,
+        ManagerConfig(http_port=None, workers=1, reconcile_timeout=0.05),
+        reconcilers=[lambda client, cache: _Failing("slow")],
+    )
+    request = Request("failing", "default", "x")
+    await manager.process(request)
+    registry = manager.metrics.registry
+    labels = {"controller": "failing"}
+    assert registry.get_sample_value("controller_runtime_reconcile_timeouts_total", labels) == 1
+    assert registry.get_sample_value("controller_runtime_reconcile_errors_total", labels) == 1
+    assert manager.queue.waiting == 1  # rate-limited retry
+    manager.queue.shutdown()
+
+
+def test_domain_gauges_keep_one_phase_per_service_and_forget_deleted_objects() -> None:
+    metrics = ControllerMetrics()
+    m, registry = metrics.domain, metrics.registry
+    m.publish_quota("team-a", "gpus", used=3, limit=4)
+    m.publish_service_phase("team-a", "chat", "Creating")
+    m.publish_service_phase("team-a", "chat", "Ready")
+    m.publish_service_devices("team-a", "chat", allocated=1, expected=2)
+
+    def value(metric: str, **labels: str) -> float | None:
+        result: float | None = registry.get_sample_value(metric, labels)
+        return result
+
+    assert value("llmkube_gpuquota_used_gpu_count", gpuquota="gpus", namespace="team-a") == 3
+    assert value("llmkube_gpuquota_gpu_count_limit", gpuquota="gpus", namespace="team-a") == 4
+    phase = {"inferenceservice": "chat", "namespace": "team-a"}
+    assert value("llmkube_inferenceservice_phase", **phase, phase="Ready") == 1
+    assert value("llmkube_inferenceservice_phase", **phase, phase="Creating") is None
+    assert value("llmkube_inferenceservice_devices", **phase, state="allocated") == 1
+    assert value("llmkube_inferenceservice_devices", **phase, state="expected") == 2
+    m.forget_service("team-a", "chat")
+    m.forget_quota("team-a", "gpus")
+    m.forget_quota("team-a", "never-published")
+    assert value("llmkube_inferenceservice_phase", **phase, phase="Ready") is None
+    assert value("llmkube_inferenceservice_devices", **phase, state="expected") is None
+    assert value("llmkube_gpuquota_used_gpu_count", gpuquota="gpus", namespace="team-a") is None

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from app.manifests import EXAMPLES, apply_text
 from controller.kube import KubeClient
-from controller.manifests import EXAMPLES, apply_text
 from controller.resources import DEPLOYMENT, INFERENCE_SERVICE, POD
 from testserver.process import ApiServerProcess
 

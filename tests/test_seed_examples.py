@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from app.manifests import EXAMPLES, apply_text
 from controller.kube import KubeClient
 from controller.manager import Manager
-from controller.manifests import EXAMPLES, apply_text
 from controller.resources import DEPLOYMENT, INFERENCE_SERVICE, MODEL, SERVICE
 
 from .conftest import condition, eventually

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from app.manifests import apply_text
 from controller.kube import KubeClient
-from controller.manifests import apply_text
 from controller.resources import (
     DEVICE_CLASS,
     NODE,

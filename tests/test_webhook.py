@@ -13,7 +13,7 @@ import aiohttp
 import pytest
 import trustme
 
-from controller.manifests import EXAMPLES, load
+from app.manifests import EXAMPLES, load
 from webhook.server import PATH, WebhookServer, start_webhook
 
 Obj = dict[str, Any]

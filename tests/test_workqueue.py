@@ -126,7 +126,8 @@ async def test_metrics_follow_depth_adds_retries_and_durations() -> None:
     q.add(("model", "a"))
     q.add(("model", "a"))
     q.add(("gpuquota", "b"))
-    labels = {"name": "llmkube", "controller": "model"}
+    # name = controller, as controller-runtime's one queue per controller labels it.
+    labels = {"name": "model", "controller": "model"}
     assert sample(registry, "workqueue_depth", **labels) == 1
     assert sample(registry, "workqueue_adds_total", **labels) == 1  # the duplicate is not an add
     item = await q.get()
@@ -139,4 +140,4 @@ async def test_metrics_follow_depth_adds_retries_and_durations() -> None:
     assert sample(registry, "workqueue_queue_duration_seconds_count", **labels) == 1
     q.add_rate_limited(("model", "a"))
     assert sample(registry, "workqueue_retries_total", **labels) == 1
-    assert sample(registry, "workqueue_depth", name="llmkube", controller="gpuquota") == 1
+    assert sample(registry, "workqueue_depth", name="gpuquota", controller="gpuquota") == 1

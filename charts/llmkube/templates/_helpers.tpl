@@ -46,3 +46,12 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- required "webhook.certSecretName is required when webhook.certManager.enabled is false" .Values.webhook.certSecretName }}
 {{- end }}
 {{- end }}
+
+{{/* Scrape annotations: explicit true/false wins; unset means on without a ServiceMonitor. */}}
+{{- define "llmkube.scrapeAnnotations" -}}
+{{- if kindIs "invalid" .Values.metrics.scrapeAnnotations }}
+{{- if .Values.metrics.serviceMonitor.enabled }}false{{ else }}true{{ end }}
+{{- else }}
+{{- if .Values.metrics.scrapeAnnotations }}true{{ else }}false{{ end }}
+{{- end }}
+{{- end }}

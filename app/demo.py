@@ -4,23 +4,30 @@ Starts the bundled test API server with a simulated cluster whose nodes advertis
 no nvidia.com/gpu, only 4 GPUs reachable through DRA claims; installs the CRDs;
 applies examples/single-gpu.yaml and examples/multi-gpu.yaml and one Model that
 breaks a rule; runs the controller; and prints what it built.
+
+The test API server is not part of the product wheel: it is the separate distribution
+`llmkube-py-testserver` (built from testserver/, installed by `make install`, or
+`pip install 'llmkube-py[demo]'`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
+import sys
 import time
 from typing import Any
 
 from prometheus_client import generate_latest
 
-from testserver.process import ApiServerProcess
+from controller.kube import KubeClient
+from controller.manager import Manager, ManagerConfig
+from controller.resources import DEPLOYMENT, INFERENCE_SERVICE, MODEL, POD, RESOURCE_CLAIM
 
-from .kube import KubeClient
-from .manager import Manager, ManagerConfig
+from .controllers import reconcilers
+from .kubectl import render_status
 from .manifests import EXAMPLES, apply_text, install_crds
-from .resources import DEPLOYMENT, INFERENCE_SERVICE, MODEL, POD, RESOURCE_CLAIM
 
 Obj = dict[str, Any]
 INVALID_MODEL = """
@@ -91,11 +98,56 @@ async def _report(client: KubeClient, manager: Manager, names: list[str]) -> Non
             print(f"  {line}")
 
 
+MISSING_TESTSERVER = """\
+The demo runs against the bundled test API server, which is not installed.
+Install it with:  pip install 'llmkube-py[demo]'   (or: pip install llmkube-py-testserver)"""
+
+
+class ApiServer:
+    """The test API server as a child process: a program we run, not a module we import
+    (it depends on the product, never the reverse)."""
+
+    def __init__(self, proc: asyncio.subprocess.Process, url: str) -> None:
+        self.proc = proc
+        self.url = url
+
+    @classmethod
+    async def start(cls, *args: str) -> ApiServer:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "testserver",
+            "--port",
+            "0",
+            *args,
+            stdout=asyncio.subprocess.PIPE,
+        )
+        assert proc.stdout is not None
+        line = (await asyncio.wait_for(proc.stdout.readline(), 30)).decode().strip()
+        if not line.startswith("LISTENING "):
+            proc.kill()
+            raise RuntimeError(f"test API server did not start: {line!r}")
+        return cls(proc, line.split(" ", 1)[1])
+
+    async def stop(self) -> None:
+        if self.proc.returncode is None:
+            self.proc.terminate()
+            try:
+                await asyncio.wait_for(self.proc.wait(), 10)
+            except TimeoutError:
+                self.proc.kill()
+                await self.proc.wait()
+
+
 async def demo(keep_running: bool = False) -> int:
-    server = await ApiServerProcess.start("--simulate-cluster", "dra=4,plugin=0")
+    if importlib.util.find_spec("testserver") is None:
+        print(MISSING_TESTSERVER, file=sys.stderr)
+        return 2
+    server = await ApiServer.start("--simulate-cluster", "dra=4,plugin=0")
     print(f"Test API server with a simulated DRA-only cluster (4 GPUs) at {server.url}")
     client = await KubeClient.connect(server.url)
-    manager = Manager(client, ManagerConfig(http_host="127.0.0.1", http_port=0, workers=2))
+    config = ManagerConfig(http_host="127.0.0.1", http_port=0, workers=2)
+    manager = Manager(client, config, reconcilers=reconcilers())
     try:
         await install_crds(client)
         await manager.start()
@@ -108,9 +160,12 @@ async def demo(keep_running: bool = False) -> int:
         ok = await _wait_ready(client, names, timeout=30)
         await manager.wait_idle()
         await _report(client, manager, names)
+        print(f"\n$ kubectl llmkube status {names[1]}")
+        print(await render_status(client, "default", names[1]))
         print("\nDemo", "succeeded: both services serve on DRA claims." if ok else "FAILED.")
         if keep_running:
-            print(f"Still running; try: kubectl --server {server.url} get pods  (Ctrl-C stops)")
+            print(f"Still running (Ctrl-C stops); try:\n  kubectl --server {server.url} get pods")
+            print(f"  kubectl llmkube status {names[1]} --server {server.url}")
             await asyncio.Event().wait()
         return 0 if ok else 1
     finally:

@@ -1,4 +1,9 @@
-"""Apply YAML manifests (create, or replace what exists) through the dynamic client."""
+"""Apply YAML manifests (create, or replace what exists) through the dynamic client.
+
+The CRDs and the seed guide's examples ship inside this package (`app/data`), so an
+installed wheel finds them wherever it runs; tests keep them identical to
+charts/llmkube/crds and examples/ (tests/test_packaging.py; `make sync-data` copies).
+"""
 
 from __future__ import annotations
 
@@ -7,13 +12,13 @@ from typing import Any
 
 import yaml
 
-from .kube import KubeClient
-from .resources import BUILTIN_TYPES, CUSTOM_TYPES, ResourceType
+from controller.kube import KubeClient
+from controller.resources import BUILTIN_TYPES, CUSTOM_TYPES, ResourceType
 
 Obj = dict[str, Any]
-REPO = Path(__file__).resolve().parent.parent
-CRD_DIR = REPO / "charts" / "llmkube" / "crds"
-EXAMPLES = REPO / "examples"
+DATA = Path(__file__).resolve().parent / "data"  # installed beside this module
+CRD_DIR = DATA / "crds"
+EXAMPLES = DATA / "examples"
 _KINDS = {(rt.api_version, rt.kind): rt for rt in (*BUILTIN_TYPES, *CUSTOM_TYPES)}
 
 

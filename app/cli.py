@@ -1,0 +1,247 @@
+"""`llmkube-controller`: run the controller, or the local demo against the test API server.
+
+Flags follow controller-runtime's spelling (--metrics-bind-address,
+--health-probe-bind-address, --leader-elect, --zap-log-level); the earlier spellings
+(--http-port, --log-level) stay as aliases. `run` is the default command, so
+`llmkube-controller --leader-elect` runs the controller. Every flag's default can also
+come from an LLMKUBE_* environment variable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import socket
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import structlog
+
+from controller import logging as log_setup
+from controller.kube import KubeClient
+from controller.manager import Manager, ManagerConfig
+from controller.resources import MODEL
+
+from .controllers import reconcilers
+from .servers import metrics_runnable, webhook_runnable
+
+log = structlog.get_logger("main")
+COMMANDS = ("run", "demo")
+# zap's level names, plus Python's spellings of the same levels.
+LOG_LEVELS = {"debug": "debug", "info": "info", "warn": "warning", "warning": "warning"}
+LOG_LEVELS |= {"error": "error"}
+
+
+def _env(name: str, default: str) -> str:
+    return os.environ.get(f"LLMKUBE_{name}", default)
+
+
+def bind_address(value: str) -> tuple[str, int] | None:
+    """controller-runtime's bind address: ":8080", "127.0.0.1:8080", or "0" for off."""
+    if value == "0":
+        return None
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or int(port) > 65535:
+        raise argparse.ArgumentTypeError(f"{value!r} is not [host]:port or 0")
+    return host.strip("[]") or "0.0.0.0", int(port)
+
+
+class _HttpPort(argparse.Action):
+    """--http-port N (the earlier flag): probes and metrics together on :N."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        address = ("0.0.0.0", int(str(values)))
+        namespace.health_probe_bind_address = address
+        namespace.metrics_bind_address = address
+
+
+def _log_level(value: str) -> str:
+    if value.lower() not in LOG_LEVELS:
+        raise argparse.ArgumentTypeError(
+            f"invalid choice {value!r} (choose from {', '.join(LOG_LEVELS)})"
+        )
+    return LOG_LEVELS[value.lower()]
+
+
+def _add_log_level(p: argparse.ArgumentParser, default: str) -> None:
+    p.add_argument(
+        "--zap-log-level",
+        "--log-level",
+        dest="log_level",
+        type=_log_level,
+        default=_log_level(default),
+        metavar="{" + ",".join(LOG_LEVELS) + "}",
+        help=f"least severe level logged (alias --log-level; default {default})",
+    )
+
+
+def _add_run_flags(run: argparse.ArgumentParser) -> None:
+    legacy = _env("HTTP_PORT", "")  # the earlier LLMKUBE_HTTP_PORT: both on one port
+    run.add_argument(
+        "--metrics-bind-address",
+        type=bind_address,
+        default=bind_address(_env("METRICS_BIND_ADDRESS", f":{legacy or 8080}")),
+        help="address of /metrics; 0 disables it (default :8080)",
+    )
+    run.add_argument(
+        "--health-probe-bind-address",
+        type=bind_address,
+        default=bind_address(_env("HEALTH_PROBE_BIND_ADDRESS", f":{legacy or 8081}")),
+        help="address of /healthz and /readyz; 0 disables them (default :8081)",
+    )
+    run.add_argument(
+        "--http-port",
+        action=_HttpPort,
+        type=int,
+        help="alias: serve metrics and probes together on this port",
+    )
+    run.add_argument(
+        "--leader-elect",
+        action="store_true",
+        default=_env("LEADER_ELECT", "false") == "true",
+        help="elect one active replica through a Lease (for replicas > 1)",
+    )
+    run.add_argument(
+        "--lease-namespace",
+        default=_env("LEASE_NAMESPACE", "llmkube-system"),
+        help="namespace of the leader-election Lease (default llmkube-system)",
+    )
+    run.add_argument(
+        "--identity",
+        default=_env("IDENTITY", socket.gethostname()),
+        help="this replica's name in the Lease (default: the host name)",
+    )
+    _add_log_level(run, _env("LOG_LEVEL", "info"))
+    run.add_argument(
+        "--kubeconfig",
+        default=os.environ.get("KUBECONFIG"),
+        help="kubeconfig file, when not running in a cluster (default $KUBECONFIG)",
+    )
+    run.add_argument(
+        "--server",
+        default=_env("SERVER", ""),
+        help="API server URL (default: in-cluster config, then kubeconfig)",
+    )
+    run.add_argument(
+        "--namespace",
+        default=_env("NAMESPACE", ""),
+        help="watch only this namespace (default: all)",
+    )
+    run.add_argument(
+        "--workers",
+        type=int,
+        default=int(_env("WORKERS", "4")),
+        help="reconciles running at once, shared by the three controllers (default 4)",
+    )
+    run.add_argument(
+        "--webhook-port",
+        type=int,
+        default=int(_env("WEBHOOK_PORT", "0")),
+        help="serve the validating webhook over TLS on this port (default 0: off)",
+    )
+    run.add_argument(
+        "--webhook-cert-dir",
+        "--webhook-cert-path",
+        default=_env("WEBHOOK_CERT_DIR", "/tmp/k8s-webhook-server/serving-certs"),
+        help="directory holding the webhook's tls.crt and tls.key (reloaded when they change)",
+    )
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="llmkube-controller",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = p.add_subparsers(dest="command", metavar="{run,demo}")
+    run = sub.add_parser(
+        "run", help="reconcile Models, InferenceServices and GPUQuotas (the default)"
+    )
+    _add_run_flags(run)
+    demo = sub.add_parser("demo", help="run the seed-guide examples against the test API server")
+    _add_log_level(demo, "warning")
+    demo.add_argument(
+        "--keep-running",
+        action="store_true",
+        help="keep the API server and controller up after the walk-through",
+    )
+    return p
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    """`run` is implied unless the first argument names a command or asks for help."""
+    if not argv or argv[0] not in (*COMMANDS, "-h", "--help"):
+        argv = ["run", *argv]
+    return parser().parse_args(argv)
+
+
+def manager_for(client: KubeClient, args: argparse.Namespace) -> Manager:
+    probes: tuple[str, int] | None = args.health_probe_bind_address
+    metrics: tuple[str, int] | None = args.metrics_bind_address
+    config = ManagerConfig(
+        namespace=args.namespace or None,
+        workers=args.workers,
+        http_host=probes[0] if probes else "0.0.0.0",
+        http_port=probes[1] if probes else None,
+        leader_election=args.leader_elect,
+        lease_namespace=args.lease_namespace,
+        identity=args.identity,
+    )
+    manager = Manager(client, config, reconcilers=reconcilers())
+    if args.webhook_port:
+        cache = manager.cache
+        manager.runnables.append(
+            webhook_runnable(
+                args.webhook_cert_dir,
+                args.webhook_port,
+                lookup=lambda ns, name: cache.get(MODEL, ns, name),
+            )
+        )
+    # The probe server also answers /metrics; a different address gets a server of its own.
+    if metrics is not None and metrics != probes:
+        manager.runnables.append(metrics_runnable(manager.metrics.registry, *metrics))
+    return manager
+
+
+async def run(args: argparse.Namespace) -> int:
+    client = await KubeClient.connect(args.server or None, args.kubeconfig)
+    manager = manager_for(client, args)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, lambda: asyncio.ensure_future(manager.stop()))
+    log.info(
+        "starting",
+        workers=args.workers,
+        namespace=args.namespace or "*",
+        leader_election=args.leader_elect,
+    )
+    try:
+        await manager.run()
+    finally:
+        await client.close()
+    # Stopped because leadership was lost: exit non-zero so the pod restarts as a standby.
+    lost = manager.elector is not None and manager.elector.lost.is_set()
+    return 1 if lost else 0
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse(sys.argv[1:] if argv is None else argv)
+    log_setup.configure(args.log_level)
+    if args.command == "demo":
+        from .demo import demo
+
+        sys.exit(asyncio.run(demo(keep_running=args.keep_running)))
+    sys.exit(asyncio.run(run(args)))
+
+
+if __name__ == "__main__":
+    main()
