@@ -152,7 +152,7 @@ class ApiServer:
         if fault and fault.delay:
             await asyncio.sleep(fault.delay)
         if fault and fault.status:
-            return error_response(fault.status, "InternalError", f"injected fault {fault.status}")
+            return fault.response()
         try:
             if request.method == "GET" and (listing := self.discovery(request.path)):
                 return web.json_response(listing)
