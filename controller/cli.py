@@ -71,7 +71,12 @@ def parser() -> argparse.ArgumentParser:
 
 
 async def run(args: argparse.Namespace) -> int:
-    client = await KubeClient.connect(args.server or None, args.kubeconfig)
+    client = await KubeClient.connect(
+        args.server or None,
+        args.kubeconfig,
+        pool_size=max(8, args.workers * 2),
+        user_agent=f"llmkube-controller/{args.identity}",
+    )
     manager = Manager(
         client,
         ManagerConfig(
@@ -83,6 +88,9 @@ async def run(args: argparse.Namespace) -> int:
             identity=args.identity,
         ),
     )
+    if manager.elector is not None:
+        # Fence this process's writes on the lease: none leave once leadership may be gone.
+        client.fence = manager.elector.may_write
     webhook = None
     if args.webhook_port:
         from webhook.server import start_webhook

@@ -78,6 +78,13 @@ class Gone(ApiError):
     """The resourceVersion asked for was compacted away: relist."""
 
 
+class Fenced(ApiError):
+    """A write refused locally: this replica may no longer be the leader."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(0, "NotLeader", f"write to {path} refused: leadership lost")
+
+
 class TooManyRequests(ApiError):
     """429: the server is shedding load; retry_after is its requested wait, if it sent one."""
 
@@ -165,8 +172,13 @@ class KubeClient:
         *,
         pool_size: int = DEFAULT_POOL,
         trust_env: bool | None = None,
+        user_agent: str = "llmkube-controller",
     ) -> None:
         self.configuration = configuration
+        self.user_agent = user_agent
+        # Leader election sets this: a write (any verb but GET) to a path it refuses
+        # raises Fenced without being sent.
+        self.fence: Callable[[str], bool] | None = None
         self.host = str(configuration.host).rstrip("/")
         self.timeout = timeout
         self.throttle = Throttle()
@@ -207,6 +219,7 @@ class KubeClient:
         timeout: float = DEFAULT_TIMEOUT,
         pool_size: int = DEFAULT_POOL,
         trust_env: bool | None = None,
+        user_agent: str = "llmkube-controller",
     ) -> KubeClient:
         """An explicit server URL (tests, the demo), else in-cluster config, else kubeconfig."""
         configuration = k8s_client.Configuration()
@@ -221,14 +234,24 @@ class KubeClient:
                 await k8s_config.load_kube_config(
                     config_file=kubeconfig, client_configuration=configuration
                 )
-        return cls(configuration, timeout=timeout, pool_size=pool_size, trust_env=trust_env)
+        return cls(
+            configuration,
+            timeout=timeout,
+            pool_size=pool_size,
+            trust_env=trust_env,
+            user_agent=user_agent,
+        )
 
     async def close(self) -> None:
         if self._session is not None:
             await self._session.close()
 
     async def _headers(self, content_type: str) -> dict[str, str]:
-        headers = {"Content-Type": content_type, "Accept": "application/json"}
+        headers = {
+            "Content-Type": content_type,
+            "Accept": "application/json",
+            "User-Agent": self.user_agent,
+        }
         # auth_settings() runs the Configuration's refresh hook: rotated tokens, exec plugins.
         auth = await self.configuration.auth_settings()
         for setting in auth.values():
@@ -253,6 +276,8 @@ class KubeClient:
         attempt = 0
         while True:
             await self.throttle.wait(path)
+            if method != "GET" and self.fence is not None and not self.fence(path):
+                raise Fenced(path)
             response = await self.session.request(
                 method,
                 self.host + path,

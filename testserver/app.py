@@ -148,7 +148,8 @@ class ApiServer:
     async def handle(self, request: web.Request) -> web.StreamResponse:
         watch = request.query.get("watch") in ("true", "1")
         self.faults.record(request.method, request.path, watch)
-        fault = self.faults.take(request.method, request.path, watch)
+        agent = request.headers.get("User-Agent", "")
+        fault = self.faults.take(request.method, request.path, watch, agent)
         if fault and fault.delay:
             await asyncio.sleep(fault.delay)
         if fault and fault.status:

@@ -19,6 +19,7 @@ class FaultRule:
     cut_after: on a watch, close the stream after this many events (a cut connection).
     retry_after: with status, send this Retry-After header (seconds), as a 429 from
         priority-and-fairness or a 503 from an overloaded apiserver does.
+    agent: only requests whose User-Agent contains this (one client among several).
     times: how many matching requests to affect; -1 for all.
     """
 
@@ -29,6 +30,7 @@ class FaultRule:
     delay: float = 0.0
     cut_after: int | None = None
     retry_after: int | None = None
+    agent: str | None = None
     times: int = 1
     hits: int = 0
     _regex: re.Pattern[str] = field(init=False, repr=False)
@@ -39,7 +41,7 @@ class FaultRule:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> FaultRule:
         allowed = {"path", "method", "watch", "status", "delay", "cut_after", "retry_after"}
-        allowed.add("times")
+        allowed |= {"agent", "times"}
         unknown = set(data) - allowed
         if unknown:
             raise ValueError(f"unknown fault fields: {sorted(unknown)}")
@@ -60,8 +62,10 @@ class FaultRule:
         }
         return web.json_response(body, status=code, headers=headers)
 
-    def matches(self, method: str, path: str, watch: bool) -> bool:
+    def matches(self, method: str, path: str, watch: bool, agent: str = "") -> bool:
         if self.times == 0:
+            return False
+        if self.agent and self.agent not in agent:
             return False
         if self.method and self.method.upper() != method:
             return False
@@ -79,10 +83,10 @@ class FaultBook:
         verb = "WATCH" if watch else method
         self.requests[f"{verb} {path}"] += 1
 
-    def take(self, method: str, path: str, watch: bool) -> FaultRule | None:
+    def take(self, method: str, path: str, watch: bool, agent: str = "") -> FaultRule | None:
         """The first matching rule, spending one of its uses."""
         for rule in self.rules:
-            if rule.matches(method, path, watch):
+            if rule.matches(method, path, watch, agent):
                 rule.hits += 1
                 if rule.times > 0:
                     rule.times -= 1
