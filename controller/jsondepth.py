@@ -25,9 +25,10 @@ _OPEN = frozenset(b"[{")
 class TooDeep(ValueError):
     """A document nested deeper than MAX_DEPTH; `key` names the object when it can be read."""
 
-    def __init__(self, depth: int, key: str) -> None:
+    def __init__(self, depth: int, key: str, limit: int = MAX_DEPTH) -> None:
         super().__init__(
-            f"object {key or '<unknown>'} is nested {depth} levels deep (limit {MAX_DEPTH})"
+            f"object {key or '<unknown>'} is nested more than {limit} levels deep"
+            f" (JSON depth limit {limit})"
         )
         self.depth = depth
         self.key = key
@@ -67,7 +68,7 @@ def loads(data: bytes | str, limit: int = MAX_DEPTH) -> Any:
     raw = data.encode() if isinstance(data, str) else data
     found = depth(raw, limit)
     if found > limit:
-        raise TooDeep(found, guess_key(raw))
+        raise TooDeep(found, guess_key(raw), limit)
     return json.loads(raw)
 
 

@@ -369,11 +369,10 @@ class KubeClient:
                     data.decode(errors="replace"),
                     parse_retry_after(response.headers.get("Retry-After")),
                 )
-        # Items sit 3 levels below the List: allow for them when checking the page.
-        if on_bad_item is None or jsondepth.depth(data, jsondepth.MAX_DEPTH + 3) <= (
-            jsondepth.MAX_DEPTH + 3
-        ):
-            page: Obj = jsondepth.loads(data, jsondepth.MAX_DEPTH + 3)
+        # Items sit 2 levels below the List (the List, its items array).
+        page_limit = jsondepth.MAX_DEPTH + 2
+        if on_bad_item is None or jsondepth.depth(data, page_limit) <= page_limit:
+            page: Obj = jsondepth.loads(data, page_limit)
             return page
         envelope, raw_items = jsondepth.split_list(data)
         good: list[Obj] = []
@@ -450,8 +449,8 @@ class KubeClient:
             async for line in split_lines(response.content.iter_any()):
                 if not line.strip():
                     continue
-                try:
-                    yield jsondepth.loads(line)
+                try:  # the event wraps the object: one level more
+                    yield jsondepth.loads(line, jsondepth.MAX_DEPTH + 1)
                 except (jsondepth.TooDeep, ValueError, RecursionError) as e:
                     # One bad object must not end the stream: hand the reader a marker.
                     yield {
