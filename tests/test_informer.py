@@ -251,7 +251,7 @@ async def hostile_server() -> AsyncIterator[str]:
                 pod_json("late-huge", 5, nested(2_000)),
                 '{"type":"ADDED","object":' + pod_json("late", 6) + "}",
             ):
-                if line.startswith("{\"api"):
+                if line.startswith('{"api'):
                     line = '{"type":"ADDED","object":' + line + "}"
                 await resp.write(line.encode() + b"\n")
         await asyncio.sleep(30)
