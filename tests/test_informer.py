@@ -307,3 +307,50 @@ async def test_a_server_restarted_empty_is_relisted_without_ghosts(
         assert sorted(seen.names("DELETED")) == sorted(f"old-{i}" for i in range(30))
     finally:
         task.cancel()
+
+
+async def test_watch_lines_are_split_once_whatever_the_chunking() -> None:
+    """Lines split across many chunks come out whole (the splitter joins each line once)."""
+    from controller.kube import split_lines
+
+    big = b'{"x":"' + b"a" * 3_000_000 + b'"}'
+    stream = big + b"\n" + b'{"y":1}\n\n' + big
+
+    async def chunks(size: int) -> AsyncIterator[bytes]:
+        for i in range(0, len(stream), size):
+            yield stream[i : i + size]
+
+    for size in (7, 65_536, len(stream)):
+        lines = [line async for line in split_lines(chunks(size))]
+        assert lines == [big, b'{"y":1}', b"", big], size
+
+
+async def test_healthz_names_a_failed_informer(client: KubeClient) -> None:
+    from controller import health
+
+    informer = Informer(client, POD)
+    assert health.problems([informer]) == []
+    informer.failure = "RecursionError: too deep"
+    assert health.problems([informer]) == ["informer pods: RecursionError: too deep"]
+    assert health.unsynced([informer]) == ["pods"]
+
+
+async def test_the_environment_proxy_is_not_used_unless_asked(
+    apiserver: ApiServerProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No per-request proxy/netrc lookups: HTTP_PROXY pointing nowhere changes nothing."""
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")
+    monkeypatch.setenv("http_proxy", "http://127.0.0.1:9")
+    monkeypatch.setenv("NO_PROXY", "")
+    plain = await KubeClient.connect(apiserver.url)
+    try:
+        assert await plain.get(POD, "default", "none") is None
+        assert plain.session.trust_env is False
+    finally:
+        await plain.close()
+    proxied = await KubeClient.connect(apiserver.url, trust_env=True)
+    try:
+        with pytest.raises(Exception):  # noqa: B017 - the bogus proxy refuses
+            await proxied.get(POD, "default", "none")
+    finally:
+        await proxied.close()
