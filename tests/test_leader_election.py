@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
@@ -92,7 +93,7 @@ async def test_a_leader_whose_renewals_hang_stops_before_the_standby_leads(
     client-go bounds each renewal by renewDeadline: the old leader must stop leading,
     and its writes must be fenced, before the standby can acquire the lease.
     """
-    timing = {"lease_duration": 3.0, "renew_deadline": 2.0, "retry_period": 0.3}
+    timing: dict[str, Any] = {"lease_duration": 3.0, "renew_deadline": 2.0, "retry_period": 0.3}
     first_client = await KubeClient.connect(apiserver.url, user_agent="llmkube/first")
     second_client = await KubeClient.connect(apiserver.url, user_agent="llmkube/second")
     events: list[str] = []
