@@ -203,6 +203,7 @@ async def test_a_raising_handler_is_logged_counted_and_the_watch_goes_on(
         await client.create(POD, pod("after"))
         await eventually(lambda: asyncio.sleep(0, "after" in seen.names("ADDED")))
         assert informer.handler_errors == 1
+        assert informer.restarts == 0, "the safety net itself raised"
         assert not task.done()
         assert informer.failure is None
     finally:
