@@ -213,8 +213,16 @@ def manager_for(client: KubeClient, args: argparse.Namespace) -> Manager:
 
 
 async def run(args: argparse.Namespace) -> int:
-    client = await KubeClient.connect(args.server or None, args.kubeconfig)
+    client = await KubeClient.connect(
+        args.server or None,
+        args.kubeconfig,
+        pool_size=max(8, args.workers * 2),
+        user_agent=f"llmkube-controller/{args.identity}",
+    )
     manager = manager_for(client, args)
+    if manager.elector is not None:
+        # Fence this process's writes on the lease: none leave once leadership may be gone.
+        client.fence = manager.elector.may_write
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, lambda: asyncio.ensure_future(manager.stop()))

@@ -1,24 +1,55 @@
-"""HTTP endpoints for the kubelet and Prometheus: /healthz, /readyz and /metrics."""
+"""HTTP endpoints for the kubelet and Prometheus: /healthz, /readyz and /metrics.
+
+/healthz answers 500 naming what is broken: a background task that ended, or an
+informer whose loop failed and has not recovered yet (it restarts itself with
+backoff). /readyz answers 503 naming the informers whose caches have not synced.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+from collections.abc import Callable, Iterable
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 from prometheus_client.aiohttp import make_aiohttp_handler
 
+from .informer import Informer
+
+
+def problems(informers: Iterable[Informer], tasks: Iterable[asyncio.Task[None]] = ()) -> list[str]:
+    """One line per failed informer or ended task, for /healthz."""
+    found = [f"informer {i.rt.plural}: {i.failure}" for i in informers if i.failure]
+    for task in tasks:
+        if task.done() and task.get_name() != "workers":
+            error = None if task.cancelled() else task.exception()
+            found.append(f"task {task.get_name()} ended: {error!r}")
+    return found
+
+
+def unsynced(informers: Iterable[Informer]) -> list[str]:
+    return sorted(i.rt.plural for i in informers if not i.synced.is_set())
+
 
 def make_app(
-    registry: CollectorRegistry, *, alive: Callable[[], bool], ready: Callable[[], bool]
+    registry: CollectorRegistry,
+    *,
+    alive: Callable[[], bool],
+    ready: Callable[[], bool],
+    problems: Callable[[], list[str]] = list,
+    waiting_for: Callable[[], list[str]] = list,
 ) -> web.Application:
     async def healthz(_: web.Request) -> web.Response:
-        return web.Response(text="ok") if alive() else web.Response(status=500, text="unhealthy")
+        found = problems()
+        if alive() and not found:
+            return web.Response(text="ok")
+        return web.Response(status=500, text="\n".join(["unhealthy", *found]))
 
     async def readyz(_: web.Request) -> web.Response:
         if ready():
             return web.Response(text="ok")
-        return web.Response(status=503, text="informer caches not synced")
+        names = ", ".join(waiting_for())
+        return web.Response(status=503, text=f"informer caches not synced: {names}".strip())
 
     app = web.Application()
     app.router.add_get("/healthz", healthz)

@@ -5,7 +5,14 @@ The loop is the one client-go's reflector runs:
   2. watch from the list's resourceVersion, applying each event to the cache,
   3. when the stream ends or breaks, resume watching from the last resourceVersion seen
      (bookmarks advance it without carrying an object), with backoff on errors,
-  4. when the apiserver answers 410 Gone, that resourceVersion is compacted away: relist.
+  4. when the apiserver answers 410 Gone, that resourceVersion is compacted away: relist,
+  5. when the server's resourceVersions go backwards (an apiserver restarted on empty or
+     restored storage), the cache describes another server: relist, dropping ghosts.
+
+Nothing an object or a handler does can end the loop: a handler that raises is logged
+with the object's key and counted, a line that cannot be decoded is skipped the same
+way, and any other failure restarts the loop after backoff (run() returns only when
+cancelled). `failure` holds the last unexpected error until the loop recovers.
 """
 
 from __future__ import annotations
@@ -19,7 +26,9 @@ from typing import Any
 import aiohttp
 import structlog
 
-from .kube import ApiError, KubeClient
+from metrics.informer import InformerMetrics
+
+from .kube import INVALID, ApiError, Gone, KubeClient
 from .resources import ResourceType, object_key
 
 Obj = dict[str, Any]
@@ -72,11 +81,39 @@ class Store:
 
 
 def resource_version(obj: Obj) -> str:
-    return str((obj.get("metadata") or {}).get("resourceVersion", ""))
+    meta = obj.get("metadata")
+    return str(meta.get("resourceVersion", "")) if isinstance(meta, dict) else ""
+
+
+def _uid(obj: Obj) -> str:
+    meta = obj.get("metadata")
+    return str(meta.get("uid", "")) if isinstance(meta, dict) else ""
+
+
+def _rv_number(rv: str) -> int | None:
+    """resourceVersions are opaque, but every apiserver we know sends integers."""
+    try:
+        return int(rv)
+    except ValueError:
+        return None
+
+
+def _went_backwards(new: str, last: str) -> bool:
+    n, o = _rv_number(new), _rv_number(last)
+    return n is not None and o is not None and n < o
+
+
+def _key(obj: Obj) -> str:
+    ns, name = object_key(obj)
+    return f"{ns}/{name}" if ns else name
 
 
 class _Expired(Exception):
     """The resourceVersion we watch from is gone: relist."""
+
+
+class _ServerReset(Exception):
+    """The server's resourceVersions went backwards: it is not the one our cache came from."""
 
 
 class Informer:
@@ -90,6 +127,7 @@ class Informer:
         watch_timeout: int = 300,
         min_backoff: float = 0.2,
         max_backoff: float = 30.0,
+        metrics: InformerMetrics | None = None,
     ) -> None:
         self.client = client
         self.rt = rt
@@ -107,6 +145,12 @@ class Informer:
         self.lists = 0
         self.watches = 0
         self.events = 0
+        self.handler_errors = 0
+        self.decode_errors = 0
+        self.restarts = 0
+        self.resets = 0  # relists because the server's resourceVersions went backwards
+        self.failure: str | None = None  # the last unexpected error, until the loop recovers
+        self.metrics = metrics
         self.log = log.bind(resource=rt.plural)
 
     def add_handler(self, handler: Handler) -> None:
@@ -118,46 +162,90 @@ class Informer:
             try:
                 handler(event)
             except Exception:  # a broken mapper must not stop the watch
-                self.log.exception("event handler failed", event=event.type)
+                self.handler_errors += 1
+                if self.metrics:
+                    self.metrics.handler_errors.labels(self.rt.plural).inc()
+                # structlog's exception() takes the message as `event`: name ours otherwise.
+                self.log.exception(
+                    "event handler failed", event_type=event.type, key=_key(event.obj)
+                )
+
+    def _bad_object(self, error: str, key: str) -> None:
+        self.decode_errors += 1
+        if self.metrics:
+            self.metrics.decode_errors.labels(self.rt.plural).inc()
+        self.log.error("object skipped: cannot decode it", key=key or "<unknown>", error=error)
+
+    def _relisting(self, reason: str) -> None:
+        if self.metrics:
+            self.metrics.relists.labels(self.rt.plural, reason).inc()
 
     async def run(self) -> None:
+        """Forever (until cancelled): an unexpected failure restarts the loop after backoff."""
         backoff = self.min_backoff
-        need_list = True
+        while True:
+            try:
+                await self._run()
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # a bug or a hostile object: never let the informer die
+                self.restarts += 1
+                self.failure = f"{type(e).__name__}: {e}"[:300]
+                if self.metrics:
+                    self.metrics.restarts.labels(self.rt.plural).inc()
+                self.log.exception("informer failed, restarting", rv=self.last_rv)
+                backoff = await self._sleep(backoff)
+
+    async def _run(self) -> None:
+        backoff = self.min_backoff
+        need_list, reason = True, "initial" if not self.lists else "restart"
         while True:
             try:
                 if need_list:
+                    self._relisting(reason)
                     await self._list()
                     need_list = False
+                    self.failure = None
                 await self._watch()
                 backoff = self.min_backoff  # a stream that ended cleanly: resume at once
             except _Expired:
                 self.log.info("resourceVersion expired, relisting", rv=self.last_rv)
-                need_list = True
-            except asyncio.CancelledError:
-                raise
+                need_list, reason = True, "expired"
+            except _ServerReset:
+                self.resets += 1
+                self.log.warning("server resourceVersions went backwards, relisting")
+                need_list, reason = True, "server_reset"
+            except Gone:
+                need_list, reason = True, "expired"
             except ApiError as e:
-                if e.gone:
-                    need_list = True
+                if _too_large(e):  # asked for an RV this server has not reached: restarted
+                    self.resets += 1
+                    need_list, reason = True, "server_reset"
                     continue
                 self.log.warning("watch failed", status=e.status, error=e.message)
-                backoff = await self._sleep(backoff)
+                wait = e.retry_after if e.retry_after is not None else 0.0
+                backoff = await self._sleep(backoff, at_least=wait)
             except (aiohttp.ClientError, TimeoutError, ConnectionError, ValueError) as e:
                 self.log.warning("watch connection lost", error=repr(e), rv=self.last_rv)
                 if self._progress:  # it was working: a dropped link, not a failing server
                     backoff = self.min_backoff
                 backoff = await self._sleep(backoff)
 
-    async def _sleep(self, backoff: float) -> float:
-        await asyncio.sleep(backoff * (0.5 + random.random() / 2))
+    async def _sleep(self, backoff: float, at_least: float = 0.0) -> float:
+        await asyncio.sleep(max(at_least, backoff * (0.5 + random.random() / 2)))
         return min(backoff * 2, self.max_backoff)
 
     async def _list(self) -> None:
         items, rv = await self.client.list(
-            self.rt, self.namespace, label_selector=self.label_selector
+            self.rt,
+            self.namespace,
+            label_selector=self.label_selector,
+            on_bad_item=lambda e: self._bad_object(str(e), e.key),
         )
         self.lists += 1
         fresh = {object_key(o): o for o in items}
-        # Objects deleted while we were not watching: their DELETED event was never seen.
+        # Objects deleted while we were not watching (or that a restarted server never
+        # had): their DELETED event was never seen.
         for gone in self.store.list():
             if object_key(gone) not in fresh:
                 self.store.remove(gone)
@@ -166,7 +254,8 @@ class Informer:
             previous = self.store.put(obj)
             if previous is None:
                 self._dispatch(Event(ADDED, obj))
-            elif resource_version(previous) != resource_version(obj):
+            elif resource_version(previous) != resource_version(obj) or _uid(previous) != _uid(obj):
+                # A restarted server can hand out the same resourceVersion again: uid tells.
                 self._dispatch(Event(MODIFIED, obj, previous))
         self.last_rv = rv
         self.synced.set()
@@ -183,6 +272,15 @@ class Informer:
         )
         async for raw in stream:
             type_, obj = raw.get("type"), raw.get("object") or {}
+            if type_ == INVALID:
+                self._bad_object(str(raw.get("error")), str(raw.get("key") or ""))
+                continue
+            if not isinstance(obj, dict):
+                self._bad_object(f"watch event object is {type(obj).__name__}", "")
+                continue
+            rv = resource_version(obj)
+            if rv and _went_backwards(rv, self.last_rv):
+                raise _ServerReset()
             if type_ == "ERROR":
                 if obj.get("code") == 410:
                     raise _Expired()
@@ -192,12 +290,17 @@ class Informer:
                     str(obj.get("message", "watch error")),
                 )
             if type_ == "BOOKMARK":
-                self.last_rv = resource_version(obj) or self.last_rv
+                self.last_rv = rv or self.last_rv
                 continue
             if type_ in (ADDED, MODIFIED):
                 old = self.store.put(obj)
                 self._dispatch(Event(MODIFIED if old else ADDED, obj, old))
             elif type_ == DELETED:
                 self._dispatch(Event(DELETED, obj, self.store.remove(obj)))
-            self.last_rv = resource_version(obj) or self.last_rv
+            self.last_rv = rv or self.last_rv
             self._progress += 1
+
+
+def _too_large(e: ApiError) -> bool:
+    """The apiserver's answer to a watch from a resourceVersion it has not reached yet."""
+    return e.status in (500, 504) and "too large resource version" in e.message.lower()

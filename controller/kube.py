@@ -1,35 +1,57 @@
-"""A dynamic Kubernetes client: JSON objects over kubernetes-asyncio's authenticated transport.
+"""A dynamic Kubernetes client: JSON objects over our own aiohttp session.
 
-kubernetes-asyncio loads in-cluster or kubeconfig credentials and owns the HTTP
-session; this module speaks plain REST paths so every resource, custom or built-in,
-goes through the same few verbs, and watches are read as raw line-delimited streams.
+kubernetes-asyncio loads in-cluster or kubeconfig credentials (token files that rotate,
+exec plugins, client certificates); we ask its Configuration for the Authorization
+header on every request, so refreshes keep working, but send the requests ourselves:
+its session trusts the environment, which costs two thread hops per request (proxy
+lookup and ~/.netrc). Proxies are used only when asked for (kubeconfig `proxy-url` or
+LLMKUBE_TRUST_ENV=true). Every resource goes through the same few verbs over plain REST
+paths, and watches are read as raw line-delimited streams.
+
+Errors come back as a small taxonomy of ApiError subclasses (NotFound, Conflict, Gone,
+TooManyRequests, ServerError). A 429, or a 5xx carrying Retry-After, closes that request
+path of this client until the time the server asked for; the request is retried a few
+times (as client-go does), and other paths are not held up.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
-from collections.abc import AsyncIterator
+import os
+import ssl
+import time
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import aiohttp
 from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
 
+from . import jsondepth
 from .resources import ResourceType
 
 Obj = dict[str, Any]
 MERGE_PATCH = "application/merge-patch+json"
 DEFAULT_TIMEOUT = 30.0
+DEFAULT_POOL = 32
+MAX_RETRY_AFTER = 60.0  # never sleep longer than this on one answer's word
+INVALID = "INVALID"  # watch marker for a line we refused to decode
+RETRIES = 3  # requests retried after a Retry-After wait, as client-go's maxRetries
 
 
 class ApiError(Exception):
     """A non-2xx answer from the apiserver, with its Status reason and message."""
 
-    def __init__(self, status: int, reason: str, message: str) -> None:
+    def __init__(
+        self, status: int, reason: str, message: str, retry_after: float | None = None
+    ) -> None:
         super().__init__(f"{status} {reason}: {message}")
         self.status = status
         self.reason = reason
         self.message = message
+        self.retry_after = retry_after
 
     @property
     def not_found(self) -> bool:
@@ -44,18 +66,148 @@ class ApiError(Exception):
         return self.status == 410
 
 
-def _error_from(status: int, text: str) -> ApiError:
+class NotFound(ApiError):
+    pass
+
+
+class Conflict(ApiError):
+    pass
+
+
+class Gone(ApiError):
+    """The resourceVersion asked for was compacted away: relist."""
+
+
+class Fenced(ApiError):
+    """A write refused locally: this replica may no longer be the leader."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(0, "NotLeader", f"write to {path} refused: leadership lost")
+
+
+class TooManyRequests(ApiError):
+    """429: the server is shedding load; retry_after is its requested wait, if it sent one."""
+
+
+class ServerError(ApiError):
+    """5xx: worth retrying, after retry_after when the server said so."""
+
+
+_BY_STATUS: dict[int, type[ApiError]] = {
+    404: NotFound,
+    409: Conflict,
+    410: Gone,
+    429: TooManyRequests,
+}
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    """Seconds from a Retry-After header (the apiserver sends whole seconds), bounded."""
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        return None
+    if seconds != seconds or seconds < 0:  # NaN or negative: ignore the header
+        return None
+    return min(seconds, MAX_RETRY_AFTER)
+
+
+def error_from(status: int, text: str, retry_after: float | None = None) -> ApiError:
+    cls = _BY_STATUS.get(status) or (ServerError if status >= 500 else ApiError)
     try:
         body = json.loads(text)
-        return ApiError(status, str(body.get("reason", "")), str(body.get("message", text)))
-    except ValueError:
-        return ApiError(status, "", text[:500])
+        if not isinstance(body, dict):
+            raise ValueError("not a Status")
+        reason, message = str(body.get("reason", "")), str(body.get("message", text))
+    except (ValueError, RecursionError):
+        reason, message = "", text[:500]
+    return cls(status, reason, message, retry_after)
+
+
+_error_from = error_from  # the old private name
+
+
+class Throttle:
+    """Per-path "not before" times a server asked for with Retry-After."""
+
+    def __init__(self) -> None:
+        self._until: dict[str, float] = {}
+        self.waits = 0  # requests that had to wait (tests and metrics read it)
+
+    def hold(self, path: str, seconds: float) -> None:
+        until = time.monotonic() + seconds
+        if until > self._until.get(path, 0.0):
+            self._until[path] = until
+
+    async def wait(self, path: str) -> None:
+        until = self._until.get(path)
+        if until is None:
+            return
+        remaining = until - time.monotonic()
+        if remaining <= 0:
+            del self._until[path]
+            return
+        self.waits += 1
+        await asyncio.sleep(remaining)
+
+
+def _ssl_context(configuration: k8s_client.Configuration) -> ssl.SSLContext:
+    """The TLS settings kubernetes-asyncio would use, from the same Configuration."""
+    context = ssl.create_default_context(cafile=configuration.ssl_ca_cert)
+    if configuration.cert_file:
+        context.load_cert_chain(configuration.cert_file, keyfile=configuration.key_file)
+    if not configuration.verify_ssl:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    return context
 
 
 class KubeClient:
-    def __init__(self, api_client: k8s_client.ApiClient, timeout: float = DEFAULT_TIMEOUT) -> None:
-        self.api = api_client
+    def __init__(
+        self,
+        configuration: k8s_client.Configuration,
+        timeout: float = DEFAULT_TIMEOUT,
+        *,
+        pool_size: int = DEFAULT_POOL,
+        trust_env: bool | None = None,
+        user_agent: str = "llmkube-controller",
+    ) -> None:
+        self.configuration = configuration
+        self.user_agent = user_agent
+        # Leader election sets this: a write (any verb but GET) to a path it refuses
+        # raises Fenced without being sent.
+        self.fence: Callable[[str], bool] | None = None
+        self.host = str(configuration.host).rstrip("/")
         self.timeout = timeout
+        self.throttle = Throttle()
+        proxy = getattr(configuration, "proxy", None)
+        if trust_env is None:
+            trust_env = os.environ.get("LLMKUBE_TRUST_ENV", "false").lower() == "true"
+        self.proxy: str | None = proxy or None
+        self._session_args: dict[str, Any] = {
+            "trust_env": trust_env,
+            "pool_size": pool_size,
+        }
+        self._session: aiohttp.ClientSession | None = None
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        # Made lazily, inside the running loop that will use it.
+        if self._session is None or self._session.closed:
+            ssl_arg: ssl.SSLContext | bool = (
+                _ssl_context(self.configuration) if self.host.startswith("https") else False
+            )
+            connector = aiohttp.TCPConnector(
+                limit=self._session_args["pool_size"], ssl=ssl_arg, keepalive_timeout=30
+            )
+            self._session = aiohttp.ClientSession(
+                connector=connector,
+                trust_env=self._session_args["trust_env"],
+                json_serialize=json.dumps,
+            )
+        return self._session
 
     @classmethod
     async def connect(
@@ -65,6 +217,9 @@ class KubeClient:
         *,
         token: str | None = None,
         timeout: float = DEFAULT_TIMEOUT,
+        pool_size: int = DEFAULT_POOL,
+        trust_env: bool | None = None,
+        user_agent: str = "llmkube-controller",
     ) -> KubeClient:
         """An explicit server URL (tests, the demo), else in-cluster config, else kubeconfig."""
         configuration = k8s_client.Configuration()
@@ -79,10 +234,30 @@ class KubeClient:
                 await k8s_config.load_kube_config(
                     config_file=kubeconfig, client_configuration=configuration
                 )
-        return cls(k8s_client.ApiClient(configuration), timeout=timeout)
+        return cls(
+            configuration,
+            timeout=timeout,
+            pool_size=pool_size,
+            trust_env=trust_env,
+            user_agent=user_agent,
+        )
 
     async def close(self) -> None:
-        await self.api.close()
+        if self._session is not None:
+            await self._session.close()
+
+    async def _headers(self, content_type: str) -> dict[str, str]:
+        headers = {
+            "Content-Type": content_type,
+            "Accept": "application/json",
+            "User-Agent": self.user_agent,
+        }
+        # auth_settings() runs the Configuration's refresh hook: rotated tokens, exec plugins.
+        auth = await self.configuration.auth_settings()
+        for setting in auth.values():
+            if setting.get("in") == "header" and setting.get("value"):
+                headers[str(setting["key"])] = str(setting["value"])
+        return headers
 
     async def _send(
         self,
@@ -94,17 +269,33 @@ class KubeClient:
         content_type: str = "application/json",
         timeout: float | aiohttp.ClientTimeout | None = None,
     ) -> aiohttp.ClientResponse:
-        response: aiohttp.ClientResponse = await self.api.call_api(
-            path,
-            method,
-            query_params=list((query or {}).items()),
-            header_params={"Content-Type": content_type, "Accept": "application/json"},
-            body=body,
-            auth_settings=["BearerToken"],
-            _preload_content=False,
-            _request_timeout=timeout if timeout is not None else self.timeout,
-        )
-        return response
+        """One request, after any Retry-After wait on its path; retried when told to wait."""
+        if not isinstance(timeout, aiohttp.ClientTimeout):
+            timeout = aiohttp.ClientTimeout(total=timeout if timeout is not None else self.timeout)
+        data = None if body is None else json.dumps(body).encode()
+        attempt = 0
+        while True:
+            await self.throttle.wait(path)
+            if method != "GET" and self.fence is not None and not self.fence(path):
+                raise Fenced(path)
+            response = await self.session.request(
+                method,
+                self.host + path,
+                params=query,
+                data=data,
+                headers=await self._headers(content_type),
+                timeout=timeout,
+                proxy=self.proxy,
+            )
+            status = response.status
+            retry_after = parse_retry_after(response.headers.get("Retry-After"))
+            if retry_after is not None and (status == 429 or status >= 500):
+                self.throttle.hold(path, retry_after)
+                if attempt < RETRIES:
+                    attempt += 1
+                    response.release()
+                    continue
+            return response
 
     async def request(
         self,
@@ -117,10 +308,14 @@ class KubeClient:
     ) -> Obj:
         response = await self._send(method, path, query=query, body=body, content_type=content_type)
         async with response:
-            text = await response.text()
+            data = await response.read()
             if response.status >= 400:
-                raise _error_from(response.status, text)
-            result: Obj = json.loads(text) if text else {}
+                raise error_from(
+                    response.status,
+                    data.decode(errors="replace"),
+                    parse_retry_after(response.headers.get("Retry-After")),
+                )
+            result: Obj = jsondepth.loads(data) if data else {}
             return result
 
     # -- verbs -----------------------------------------------------------------
@@ -128,10 +323,8 @@ class KubeClient:
     async def get(self, rt: ResourceType, namespace: str | None, name: str) -> Obj | None:
         try:
             return await self.request("GET", rt.object_path(namespace, name))
-        except ApiError as e:
-            if e.not_found:
-                return None
-            raise
+        except NotFound:
+            return None
 
     async def list(
         self,
@@ -140,20 +333,56 @@ class KubeClient:
         *,
         label_selector: str | None = None,
         page_size: int = 500,
+        on_bad_item: Callable[[jsondepth.TooDeep], None] | None = None,
     ) -> tuple[list[Obj], str]:
-        """All items, page by page, and the list's resourceVersion to watch from."""
+        """All items, page by page, and the list's resourceVersion to watch from.
+
+        An item nested too deep fails the whole list, unless on_bad_item is given: then
+        it is reported there and left out, and the other items are returned.
+        """
         items: list[Obj] = []
         query: dict[str, str] = {"limit": str(page_size)}
         if label_selector:
             query["labelSelector"] = label_selector
+        path = rt.collection_path(namespace)
         while True:
-            page = await self.request("GET", rt.collection_path(namespace), query=query)
+            page = await self._list_page(path, query, on_bad_item)
             items.extend(page.get("items") or [])
             meta = page.get("metadata") or {}
             token = meta.get("continue")
             if not token:
                 return items, str(meta.get("resourceVersion", ""))
             query["continue"] = token
+
+    async def _list_page(
+        self,
+        path: str,
+        query: dict[str, str],
+        on_bad_item: Callable[[jsondepth.TooDeep], None] | None,
+    ) -> Obj:
+        response = await self._send("GET", path, query=query)
+        async with response:
+            data = await response.read()
+            if response.status >= 400:
+                raise error_from(
+                    response.status,
+                    data.decode(errors="replace"),
+                    parse_retry_after(response.headers.get("Retry-After")),
+                )
+        # Items sit 2 levels below the List (the List, its items array).
+        page_limit = jsondepth.MAX_DEPTH + 2
+        if on_bad_item is None or jsondepth.depth(data, page_limit) <= page_limit:
+            page: Obj = jsondepth.loads(data, page_limit)
+            return page
+        envelope, raw_items = jsondepth.split_list(data)
+        good: list[Obj] = []
+        for raw in raw_items:
+            try:
+                good.append(jsondepth.loads(raw))
+            except jsondepth.TooDeep as e:
+                on_bad_item(e)
+        envelope["items"] = good
+        return envelope
 
     async def create(self, rt: ResourceType, obj: Obj) -> Obj:
         namespace = (obj.get("metadata") or {}).get("namespace")
@@ -179,11 +408,8 @@ class KubeClient:
         return await self.request("PATCH", path, body=patch, content_type=content_type)
 
     async def delete(self, rt: ResourceType, namespace: str | None, name: str) -> None:
-        try:
+        with contextlib.suppress(NotFound):
             await self.request("DELETE", rt.object_path(namespace, name))
-        except ApiError as e:
-            if not e.not_found:
-                raise
 
     async def watch(
         self,
@@ -215,14 +441,47 @@ class KubeClient:
         )
         async with response:
             if response.status >= 400:
-                raise _error_from(response.status, await response.text())
-            buffer = b""
-            # Objects can be larger than aiohttp's line limit: split the stream ourselves.
-            async for chunk in response.content.iter_any():
-                buffer += chunk
-                *lines, buffer = buffer.split(b"\n")
-                for line in lines:
-                    if line.strip():
-                        yield json.loads(line)
-            if buffer.strip():
-                yield json.loads(buffer)
+                raise error_from(
+                    response.status,
+                    await response.text(),
+                    parse_retry_after(response.headers.get("Retry-After")),
+                )
+            async for line in split_lines(response.content.iter_any()):
+                if not line.strip():
+                    continue
+                try:  # the event wraps the object: one level more
+                    yield jsondepth.loads(line, jsondepth.MAX_DEPTH + 1)
+                except (jsondepth.TooDeep, ValueError, RecursionError) as e:
+                    # One bad object must not end the stream: hand the reader a marker.
+                    yield {
+                        "type": INVALID,
+                        "object": {},
+                        "error": str(e),
+                        "key": jsondepth.guess_key(line),
+                    }
+
+
+async def split_lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """Newline-delimited lines from a byte stream, in time linear in its size.
+
+    A partial line is kept as a list of pieces and joined once when its newline
+    arrives; re-splitting an ever-growing buffer would be quadratic in object size.
+    """
+    pending: list[bytes] = []
+    async for chunk in chunks:
+        start = 0
+        while True:
+            end = chunk.find(b"\n", start)
+            if end < 0:
+                if start < len(chunk):
+                    pending.append(chunk[start:])
+                break
+            piece = chunk[start:end]
+            if pending:
+                pending.append(piece)
+                piece = b"".join(pending)
+                pending = []
+            yield piece
+            start = end + 1
+    if pending:
+        yield b"".join(pending)

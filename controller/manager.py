@@ -105,6 +105,7 @@ class Manager:
                 namespace=self.config.namespace,
                 label_selector=watch.label_selector,
                 watch_timeout=self.config.watch_timeout,
+                metrics=self.metrics.informer,
             )
             self.cache.add(informer)
         elif informer.label_selector != watch.label_selector:
@@ -124,7 +125,14 @@ class Manager:
     async def start(self) -> None:
         """Start serving probes, syncing caches and (once leading) reconciling."""
         if self.config.http_port is not None:
-            app = health.make_app(self.metrics.registry, alive=self._alive, ready=self.cache.synced)
+            informers = self.cache.informers.values()
+            app = health.make_app(
+                self.metrics.registry,
+                alive=self._alive,
+                ready=self.cache.synced,
+                problems=lambda: health.problems(informers, self._tasks),
+                waiting_for=lambda: health.unsynced(informers),
+            )
             self._runner, self.http_port = await health.serve(
                 app, self.config.http_host, self.config.http_port
             )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
 
 from .domain import DomainMetrics
+from .informer import InformerMetrics
 from .reconcile import ReconcileMetrics
 from .workqueue import WorkqueueMetrics
 
@@ -25,6 +26,7 @@ class ControllerMetrics:
         self.workqueue = WorkqueueMetrics(self.registry)
         self.reconcile = ReconcileMetrics(self.registry)
         self.domain = DomainMetrics(self.registry)
+        self.informer = InformerMetrics(self.registry)
 
     def init_controller(self, name: str) -> None:
         """Create a controller's series at zero, as controller-runtime does at start-up,
@@ -33,4 +35,10 @@ class ControllerMetrics:
         self.workqueue.init_controller(name)
 
 
-__all__ = ["ControllerMetrics", "DomainMetrics", "ReconcileMetrics", "WorkqueueMetrics"]
+__all__ = [
+    "ControllerMetrics",
+    "DomainMetrics",
+    "InformerMetrics",
+    "ReconcileMetrics",
+    "WorkqueueMetrics",
+]

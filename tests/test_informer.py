@@ -180,3 +180,178 @@ async def test_label_selector_turns_relabels_into_adds_and_deletes(client: KubeC
         assert informer.store.get("default", "p") is None
     finally:
         task.cancel()
+
+
+# -- defects: nothing an object or a handler does ends the informer ------------------
+
+
+async def test_a_raising_handler_is_logged_counted_and_the_watch_goes_on(
+    client: KubeClient,
+) -> None:
+    """structlog's exception() once raised TypeError in the safety net and ended the task."""
+    informer = Informer(client, POD)
+    seen = Recorder(informer)
+
+    def broken(event: Event) -> None:
+        if event.obj["metadata"]["name"] == "poison":
+            raise TypeError("spec is a list")
+
+    informer.add_handler(broken)
+    task = await started(informer)
+    try:
+        await client.create(POD, pod("poison"))
+        await client.create(POD, pod("after"))
+        await eventually(lambda: asyncio.sleep(0, "after" in seen.names("ADDED")))
+        assert informer.handler_errors == 1
+        assert informer.restarts == 0, "the safety net itself raised"
+        assert not task.done()
+        assert informer.failure is None
+    finally:
+        task.cancel()
+
+
+def nested(depth: int) -> str:
+    """A JSON value nested `depth` levels deep (each level one array)."""
+    return "[" * depth + "]" * depth
+
+
+def pod_json(name: str, rv: int, extra: str = "{}") -> str:
+    return (
+        f'{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"{name}","namespace":"default",'
+        f'"resourceVersion":"{rv}","uid":"u-{name}"}},"spec":{{"containers":[],"x":{extra}}}}}'
+    )
+
+
+@pytest.fixture
+async def hostile_server() -> AsyncIterator[str]:
+    """A loopback API endpoint serving pods nested at, beyond and far beyond the limit.
+
+    The bundled test server cannot store such objects itself (it deep-copies them), so
+    this endpoint replays what a real apiserver (limit 10,000) would send.
+    """
+    from aiohttp import web
+
+    from controller.jsondepth import MAX_DEPTH
+
+    # The pod and its spec are 2 levels: x may nest MAX_DEPTH - 2 more.
+    at_limit = pod_json("at-limit", 2, nested(MAX_DEPTH - 2))
+    beyond = pod_json("beyond", 3, nested(MAX_DEPTH - 1))
+    huge = pod_json("huge", 4, nested(10_000))
+
+    async def pods(request: web.Request) -> web.StreamResponse:
+        if request.query.get("watch") != "true":
+            items = ",".join([pod_json("plain", 1), at_limit, beyond, huge])
+            body = f'{{"kind":"PodList","items":[{items}],"metadata":{{"resourceVersion":"4"}}}}'
+            return web.Response(text=body, content_type="application/json")
+        resp = web.StreamResponse()
+        await resp.prepare(request)
+        if request.query.get("resourceVersion") == "4":
+            for line in (
+                pod_json("late-beyond", 5, nested(MAX_DEPTH - 1)),
+                pod_json("late-at-limit", 5, nested(MAX_DEPTH - 2)),
+                pod_json("late-huge", 5, nested(2_000)),
+                '{"type":"ADDED","object":' + pod_json("late", 6) + "}",
+            ):
+                if line.startswith('{"api'):
+                    line = '{"type":"ADDED","object":' + line + "}"
+                await resp.write(line.encode() + b"\n")
+        await asyncio.sleep(30)
+        return resp
+
+    app = web.Application()
+    app.router.add_get("/api/v1/pods", pods)
+    runner = web.AppRunner(app, shutdown_timeout=0.1)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    yield f"http://127.0.0.1:{runner.addresses[0][1]}"
+    await runner.cleanup()
+
+
+async def test_objects_nested_too_deep_are_skipped_not_fatal(hostile_server: str) -> None:
+    """At the limit decodes; beyond it (and at 10,000 and 2,000 on the watch) is skipped."""
+    client = await KubeClient.connect(hostile_server)
+    informer = Informer(client, POD)
+    task = asyncio.create_task(informer.run())
+    try:
+        await asyncio.wait_for(informer.synced.wait(), 10)
+        await eventually(lambda: asyncio.sleep(0, informer.store.get("default", "late")))
+        names = sorted(o["metadata"]["name"] for o in informer.store.list())
+        assert names == ["at-limit", "late", "late-at-limit", "plain"]
+        assert informer.decode_errors == 4  # beyond, huge (list); late-beyond, late-huge
+        assert not task.done() and informer.failure is None
+    finally:
+        task.cancel()
+        await client.close()
+
+
+async def test_a_server_restarted_empty_is_relisted_without_ghosts(
+    apiserver: ApiServerProcess, client: KubeClient
+) -> None:
+    """resourceVersions start over: objects created meanwhile are seen, old ones dropped."""
+    for i in range(30):
+        await client.create(POD, pod(f"old-{i}"))
+    informer = Informer(client, POD, min_backoff=0.05, max_backoff=0.5)
+    seen = Recorder(informer)
+    task = await started(informer)
+    try:
+        await apiserver.restart_empty()
+        for i in range(5):
+            await client.create(POD, pod(f"new-{i}"))
+
+        async def settled() -> bool:
+            names = {o["metadata"]["name"] for o in informer.store.list()}
+            return names == {f"new-{i}" for i in range(5)}
+
+        await eventually(settled, timeout=20, what="cache to match the restarted server")
+        assert informer.resets >= 1
+        assert sorted(seen.names("DELETED")) == sorted(f"old-{i}" for i in range(30))
+    finally:
+        task.cancel()
+
+
+async def test_watch_lines_are_split_once_whatever_the_chunking() -> None:
+    """Lines split across many chunks come out whole (the splitter joins each line once)."""
+    from controller.kube import split_lines
+
+    big = b'{"x":"' + b"a" * 3_000_000 + b'"}'
+    stream = big + b"\n" + b'{"y":1}\n\n' + big
+
+    async def chunks(size: int) -> AsyncIterator[bytes]:
+        for i in range(0, len(stream), size):
+            yield stream[i : i + size]
+
+    for size in (7, 65_536, len(stream)):
+        lines = [line async for line in split_lines(chunks(size))]
+        assert lines == [big, b'{"y":1}', b"", big], size
+
+
+async def test_healthz_names_a_failed_informer(client: KubeClient) -> None:
+    from controller import health
+
+    informer = Informer(client, POD)
+    assert health.problems([informer]) == []
+    informer.failure = "RecursionError: too deep"
+    assert health.problems([informer]) == ["informer pods: RecursionError: too deep"]
+    assert health.unsynced([informer]) == ["pods"]
+
+
+async def test_the_environment_proxy_is_not_used_unless_asked(
+    apiserver: ApiServerProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No per-request proxy/netrc lookups: HTTP_PROXY pointing nowhere changes nothing."""
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")
+    monkeypatch.setenv("http_proxy", "http://127.0.0.1:9")
+    monkeypatch.setenv("NO_PROXY", "")
+    plain = await KubeClient.connect(apiserver.url)
+    try:
+        assert await plain.get(POD, "default", "none") is None
+        assert plain.session.trust_env is False
+    finally:
+        await plain.close()
+    proxied = await KubeClient.connect(apiserver.url, trust_env=True)
+    try:
+        with pytest.raises(Exception):  # noqa: B017 - the bogus proxy refuses
+            await proxied.get(POD, "default", "none")
+    finally:
+        await proxied.close()

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
+
+import pytest
 
 from app.manifests import apply_text
-from controller.kube import KubeClient
+from controller.kube import Fenced, KubeClient
 from controller.leaderelection import LeaderElector
-from controller.resources import LEASE, MODEL
+from controller.resources import LEASE, MODEL, SERVICE
+from testserver.process import ApiServerProcess
 
 from .conftest import eventually, manager_for, model_yaml, wait_condition
 
@@ -49,19 +53,94 @@ async def test_only_the_leader_reconciles_and_a_standby_takes_over(kube: KubeCli
         await second.stop()
 
 
+class FakeClock:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
 async def test_an_unexpired_lease_is_not_taken(kube: KubeClient) -> None:
-    holder = LeaderElector(kube, "default", "l", "holder")
-    other = LeaderElector(kube, "default", "l", "other")
+    """Expiry is judged by the candidate's own clock since it last saw the record change."""
+    clock = FakeClock()
+    holder = LeaderElector(kube, "default", "l", "holder", clock=clock)
+    other = LeaderElector(kube, "default", "l", "other", clock=clock)
     assert await holder.try_acquire_or_renew()
     assert not await other.try_acquire_or_renew()
     assert await holder.try_acquire_or_renew(), "the holder renews"
+    clock.t += 14
+    assert not await other.try_acquire_or_renew(), "renewed 14 s ago: still valid"
     lease = await kube.get(LEASE, "default", "l")
     assert lease is not None
-    lease["spec"]["renewTime"] = "2020-01-01T00:00:00.000000Z"  # expired long ago
+    # A renewTime far in the past (another machine's clock) does not expire it early...
+    lease["spec"]["renewTime"] = "2020-01-01T00:00:00.000000Z"
     await kube.replace(LEASE, lease)
+    assert not await other.try_acquire_or_renew()
+    # ...the record not changing for a whole lease duration does.
+    clock.t += 15.1
     assert await other.try_acquire_or_renew()
     lease = await kube.get(LEASE, "default", "l")
     assert lease is not None and lease["spec"]["holderIdentity"] == "other"
+    assert lease["spec"]["leaseTransitions"] == 1
+
+
+async def test_a_leader_whose_renewals_hang_stops_before_the_standby_leads(
+    apiserver: ApiServerProcess, kube: KubeClient
+) -> None:
+    """Split brain: the leader's lease requests hang (not fail) for longer than the lease.
+
+    client-go bounds each renewal by renewDeadline: the old leader must stop leading,
+    and its writes must be fenced, before the standby can acquire the lease.
+    """
+    timing: dict[str, Any] = {"lease_duration": 3.0, "renew_deadline": 2.0, "retry_period": 0.3}
+    first_client = await KubeClient.connect(apiserver.url, user_agent="llmkube/first")
+    second_client = await KubeClient.connect(apiserver.url, user_agent="llmkube/second")
+    events: list[str] = []
+    first = LeaderElector(
+        first_client,
+        "default",
+        "split",
+        "first",
+        on_change=lambda leading: events.append(f"first {leading}"),
+        **timing,
+    )
+    second = LeaderElector(
+        second_client,
+        "default",
+        "split",
+        "second",
+        on_change=lambda leading: events.append(f"second {leading}"),
+        **timing,
+    )
+    first_client.fence = first.may_write
+    tasks = [asyncio.create_task(first.run())]
+    try:
+        await asyncio.wait_for(first.leading.wait(), 10)
+        tasks.append(asyncio.create_task(second.run()))
+        # Every lease request of the first replica now hangs far past its deadlines.
+        await apiserver.fault(path="/leases/split$", agent="llmkube/first", delay=25, times=-1)
+        await asyncio.wait_for(second.leading.wait(), 15)
+        assert events == ["first True", "first False", "second True"], events
+        assert first.lost.is_set() and not first.leading.is_set()
+        with pytest.raises(Fenced):
+            await first_client.create(SERVICE, service_obj("after-loss"))
+        assert await kube.get(SERVICE, "default", "after-loss") is None
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await first_client.close()
+        await second_client.close()
+
+
+def service_obj(name: str) -> dict[str, object]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"ports": [{"port": 80}]},
+    }
 
 
 async def test_run_returns_only_after_shutdown_released_the_lease(kube: KubeClient) -> None:

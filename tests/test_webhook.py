@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import ssl
@@ -14,7 +15,9 @@ import pytest
 import trustme
 
 from app.manifests import EXAMPLES, load
-from webhook.server import PATH, WebhookServer, start_webhook
+from webhook.server import PATH, Limits, WebhookServer, start_webhook
+
+from .conftest import eventually
 
 Obj = dict[str, Any]
 
@@ -286,3 +289,128 @@ async def test_rotated_certificate_is_picked_up(
     assert status == 200
     with pytest.raises(aiohttp.ClientConnectorCertificateError):
         await post(webhook, ca, admission_review(seed_model()))
+
+
+# -- hardening: nothing a client does can hold the server's memory or connections ------
+
+
+@pytest.fixture
+async def strict_webhook(ca: trustme.CA, tmp_path: Path) -> AsyncIterator[WebhookServer]:
+    cert = ca.issue_cert("localhost", "127.0.0.1")
+    cert.private_key_pem.write_to_path(str(tmp_path / "tls.key"))
+    cert.cert_chain_pems[0].write_to_path(str(tmp_path / "tls.crt"))
+    limits = Limits(handshake_timeout=0.5, header_timeout=0.5, body_timeout=0.5, max_connections=64)
+    server = await start_webhook(str(tmp_path), 0, host="127.0.0.1", limits=limits)
+    yield server
+    await server.cleanup()
+
+
+async def tls_connection(
+    server: WebhookServer, ca: trustme.CA
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    context = ssl.create_default_context()
+    ca.configure_trust(context)
+    return await asyncio.open_connection("127.0.0.1", server.port, ssl=context)
+
+
+async def closed_by_server(reader: asyncio.StreamReader, within: float = 10.0) -> bool:
+    """True if the server closes the connection (EOF or reset) before `within` seconds."""
+    try:
+        while await asyncio.wait_for(reader.read(65536), within):
+            pass
+    except (ConnectionError, ssl.SSLError):
+        return True
+    except TimeoutError:
+        return False
+    return True
+
+
+async def test_slow_headers_are_cut_off(strict_webhook: WebhookServer, ca: trustme.CA) -> None:
+    reader, writer = await tls_connection(strict_webhook, ca)
+    writer.write(f"POST {PATH} HTTP/1.1\r\nHost: x\r\n".encode())  # and never the rest
+    assert await closed_by_server(reader), "a slowloris connection was kept open"
+    writer.close()
+
+
+async def test_a_connection_without_a_tls_handshake_is_closed(
+    strict_webhook: WebhookServer,
+) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", strict_webhook.port)
+    assert await closed_by_server(reader)
+    writer.close()
+
+
+async def test_slow_bodies_get_408(strict_webhook: WebhookServer, ca: trustme.CA) -> None:
+    reader, writer = await tls_connection(strict_webhook, ca)
+    writer.write(
+        f"POST {PATH} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        "Content-Length: 100\r\n\r\n{".encode()
+    )
+    status_line = await asyncio.wait_for(reader.readline(), 10)
+    assert status_line.split()[1] == b"408"
+    writer.close()
+
+
+async def test_oversized_and_deep_bodies_are_refused(
+    webhook: WebhookServer, ca: trustme.CA
+) -> None:
+    status, _ = await post_raw(webhook, ca, b"{" + b" " * (3 * 1024 * 1024) + b"}")
+    assert status == 413
+    status, body = await post_raw(webhook, ca, b"[" * 100_000 + b"]" * 100_000)
+    assert status == 400 and "deeper" in body
+    deep = admission_review(seed_model())
+    deep = deep.replace('"spec": {', '"spec": {"x": ' + "[" * 600 + "]" * 600 + ", ", 1)
+    status, body = await post_raw(webhook, ca, deep.encode())
+    assert status == 400, body
+
+
+async def post_raw(server: WebhookServer, ca: trustme.CA, data: bytes) -> tuple[int, str]:
+    context = ssl.create_default_context()
+    ca.configure_trust(context)
+    async with (
+        aiohttp.ClientSession() as s,
+        s.post(
+            f"https://127.0.0.1:{server.port}{PATH}",
+            data=data,
+            ssl=context,
+            headers={"Content-Type": "application/json"},
+        ) as r,
+    ):
+        return r.status, await r.text()
+
+
+def rss_mib() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+async def test_a_slowloris_flood_is_capped_and_drained(
+    strict_webhook: WebhookServer, ca: trustme.CA
+) -> None:
+    """200 TLS connections sending headers slowly: capped at 64, all closed, memory back."""
+    before = rss_mib()
+
+    async def slow_client() -> bool:
+        try:
+            reader, writer = await tls_connection(strict_webhook, ca)
+        except (ConnectionError, ssl.SSLError, OSError):
+            return True  # refused at the cap
+        try:
+            writer.write(f"POST {PATH} HTTP/1.1\r\nHost: x\r\nX-Pad: ".encode() + b"a" * 8000)
+            return await closed_by_server(reader)
+        finally:
+            writer.close()
+
+    results = await asyncio.gather(*(slow_client() for _ in range(200)))
+    peak = rss_mib()
+    assert all(results), "some flood connections were never closed"
+    await eventually(lambda: asyncio.sleep(0, strict_webhook.stats.open == 0), what="drain")
+    stats = strict_webhook.stats
+    assert stats.refused > 0, "the connection cap never applied"
+    after = rss_mib()
+    print(f"webhook flood: 200 slow TLS clients, RSS {before:.1f}/{peak:.1f}/{after:.1f} MiB")
+    # The server still answers afterwards.
+    status, _ = await post(strict_webhook, ca, admission_review(seed_model()))
+    assert status == 200

@@ -148,11 +148,12 @@ class ApiServer:
     async def handle(self, request: web.Request) -> web.StreamResponse:
         watch = request.query.get("watch") in ("true", "1")
         self.faults.record(request.method, request.path, watch)
-        fault = self.faults.take(request.method, request.path, watch)
+        agent = request.headers.get("User-Agent", "")
+        fault = self.faults.take(request.method, request.path, watch, agent)
         if fault and fault.delay:
             await asyncio.sleep(fault.delay)
         if fault and fault.status:
-            return error_response(fault.status, "InternalError", f"injected fault {fault.status}")
+            return fault.response()
         try:
             if request.method == "GET" and (listing := self.discovery(request.path)):
                 return web.json_response(listing)

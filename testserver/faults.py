@@ -7,6 +7,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from aiohttp import web
+
 
 @dataclass
 class FaultRule:
@@ -15,6 +17,9 @@ class FaultRule:
     status: answer with this HTTP error instead of serving the request.
     delay: sleep this many seconds first (a slow apiserver; past a client's timeout, a timeout).
     cut_after: on a watch, close the stream after this many events (a cut connection).
+    retry_after: with status, send this Retry-After header (seconds), as a 429 from
+        priority-and-fairness or a 503 from an overloaded apiserver does.
+    agent: only requests whose User-Agent contains this (one client among several).
     times: how many matching requests to affect; -1 for all.
     """
 
@@ -24,6 +29,8 @@ class FaultRule:
     status: int | None = None
     delay: float = 0.0
     cut_after: int | None = None
+    retry_after: int | None = None
+    agent: str | None = None
     times: int = 1
     hits: int = 0
     _regex: re.Pattern[str] = field(init=False, repr=False)
@@ -33,14 +40,32 @@ class FaultRule:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> FaultRule:
-        allowed = {"path", "method", "watch", "status", "delay", "cut_after", "times"}
+        allowed = {"path", "method", "watch", "status", "delay", "cut_after", "retry_after"}
+        allowed |= {"agent", "times"}
         unknown = set(data) - allowed
         if unknown:
             raise ValueError(f"unknown fault fields: {sorted(unknown)}")
         return cls(**data)
 
-    def matches(self, method: str, path: str, watch: bool) -> bool:
+    def response(self) -> web.Response:
+        """The injected error answer, a Status body as the apiserver sends."""
+        code = int(self.status or 500)
+        reason = {429: "TooManyRequests", 503: "ServiceUnavailable"}.get(code, "InternalError")
+        headers = {} if self.retry_after is None else {"Retry-After": str(self.retry_after)}
+        body = {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "status": "Failure",
+            "message": f"injected fault {code}",
+            "reason": reason,
+            "code": code,
+        }
+        return web.json_response(body, status=code, headers=headers)
+
+    def matches(self, method: str, path: str, watch: bool, agent: str = "") -> bool:
         if self.times == 0:
+            return False
+        if self.agent and self.agent not in agent:
             return False
         if self.method and self.method.upper() != method:
             return False
@@ -58,10 +83,10 @@ class FaultBook:
         verb = "WATCH" if watch else method
         self.requests[f"{verb} {path}"] += 1
 
-    def take(self, method: str, path: str, watch: bool) -> FaultRule | None:
+    def take(self, method: str, path: str, watch: bool, agent: str = "") -> FaultRule | None:
         """The first matching rule, spending one of its uses."""
         for rule in self.rules:
-            if rule.matches(method, path, watch):
+            if rule.matches(method, path, watch, agent):
                 rule.hits += 1
                 if rule.times > 0:
                     rule.times -= 1

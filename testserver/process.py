@@ -12,19 +12,20 @@ import aiohttp
 
 
 class ApiServerProcess:
-    def __init__(self, proc: asyncio.subprocess.Process, url: str) -> None:
+    def __init__(self, proc: asyncio.subprocess.Process, url: str, args: tuple[str, ...]) -> None:
         self.proc = proc
         self.url = url
+        self.args = args
 
-    @classmethod
-    async def start(cls, *args: str) -> ApiServerProcess:
+    @staticmethod
+    async def _spawn(port: int, args: tuple[str, ...]) -> tuple[asyncio.subprocess.Process, str]:
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
             "testserver",
-            "--port",
-            "0",
             *args,
+            "--port",
+            str(port),
             stdout=asyncio.subprocess.PIPE,
         )
         assert proc.stdout is not None
@@ -32,7 +33,35 @@ class ApiServerProcess:
         if not line.startswith("LISTENING "):
             proc.kill()
             raise RuntimeError(f"test API server did not start: {line!r}")
-        return cls(proc, line.split(" ", 1)[1])
+        return proc, line.split(" ", 1)[1]
+
+    @classmethod
+    async def start(cls, *args: str) -> ApiServerProcess:
+        proc, url = await cls._spawn(0, args)
+        return cls(proc, url, args)
+
+    @property
+    def port(self) -> int:
+        return int(self.url.rsplit(":", 1)[1])
+
+    async def restart_empty(self) -> None:
+        """Kill the server (SIGKILL) and start a fresh one on the same port.
+
+        Its storage starts empty and its resourceVersions start over, as an apiserver
+        whose etcd was restored or replaced; clients keep the same URL.
+        """
+        if self.proc.returncode is None:
+            self.proc.kill()
+            await self.proc.wait()
+        last: Exception | None = None
+        for _ in range(50):  # the port may linger for a moment after the kill
+            try:
+                self.proc, _url = await self._spawn(self.port, self.args)
+                return
+            except RuntimeError as e:
+                last = e
+                await asyncio.sleep(0.1)
+        raise RuntimeError(f"test API server did not restart on port {self.port}: {last}")
 
     async def stop(self) -> None:
         if self.proc.returncode is None:
