@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry
 
+from .events import EventMetrics
 from .reconcile import ReconcileMetrics
 from .workqueue import WorkqueueMetrics
 
@@ -15,6 +16,7 @@ class ControllerMetrics:
         self.registry = registry or CollectorRegistry()
         self.workqueue = WorkqueueMetrics(self.registry)
         self.reconcile = ReconcileMetrics(self.registry)
+        self.events = EventMetrics(self.registry)
 
 
-__all__ = ["ControllerMetrics", "ReconcileMetrics", "WorkqueueMetrics"]
+__all__ = ["ControllerMetrics", "EventMetrics", "ReconcileMetrics", "WorkqueueMetrics"]
