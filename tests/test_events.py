@@ -23,7 +23,7 @@ def obj(name: str, uid: str | None = None) -> Obj:
 
 
 def dropped(metrics: EventMetrics, reason: str) -> float:
-    return metrics.dropped.labels(reason)._value.get()
+    return float(metrics.dropped.labels(reason)._value.get())
 
 
 async def events(kube: KubeClient) -> list[Obj]:
