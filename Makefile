@@ -32,6 +32,7 @@ pytest: $(STAMP)
 test: lint typecheck pytest
 
 bench: $(STAMP)
+	$(BIN)/pip install --quiet -e '.[dev,bench]' || echo "kopf not installed: the bench runs without it"
 	$(BIN)/python -m bench
 
 clean:

@@ -1,0 +1,98 @@
+"""A system under test, in its own process as it would run: `python -m bench.sut KIND URL`.
+
+KIND is `product` (the controller's Manager) or `ceiling` (bench.ceiling). It prints
+READY once it watches, runs until SIGTERM, then prints one `STATS {json}` line: what it
+did and the memory it holds per cached object (product only).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import signal
+from typing import Any
+
+from controller import logging as log_setup
+from controller.kube import KubeClient
+from controller.manager import Manager, ManagerConfig
+from controller.resources import MODEL
+
+from . import ceiling
+from .workload import deep_size, rss_bytes
+
+
+async def _until_sigterm() -> None:
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    await stop.wait()
+
+
+async def product(url: str, workers: int) -> dict[str, Any]:
+    client = await KubeClient.connect(url, timeout=120)
+    manager = Manager(client, ManagerConfig(http_port=None, workers=workers))
+    await manager.start()
+    await manager.wait_synced()
+    gc.collect()
+    rss_before = rss_bytes()
+    print("READY", flush=True)
+    await _until_sigterm()
+    await manager.wait_idle(timeout=60)
+    gc.collect()
+    rss = rss_bytes() - rss_before
+    cached = manager.cache.informers[MODEL].store.list()
+    n = max(1, len(cached))
+    memo = manager.ctx.status._written
+    sample = manager.metrics.registry.get_sample_value
+
+    def metric(name: str, **labels: str) -> float:
+        return sample(name, labels) or 0.0
+
+    stats = {
+        "objects": len(cached),
+        "reconciles": metric(
+            "controller_runtime_reconcile_total", controller="model", result="success"
+        ),
+        "events_written": metric("llmkube_events_written_total", action="create")
+        + metric("llmkube_events_written_total", action="patch"),
+        "events_dropped": sum(
+            metric("llmkube_events_dropped_total", reason=r)
+            for r in ("buffer_full", "spam", "write_error")
+        ),
+        "cache_bytes_per_object": sum(deep_size(o) for o in cached) / n,
+        "memo_bytes_per_object": deep_size(memo) / n,
+        "rss_bytes_per_object": rss / n,
+    }
+    await manager.stop()
+    await client.close()
+    return stats
+
+
+async def run_ceiling(url: str, workers: int, events: int) -> dict[str, Any]:
+    ready = asyncio.Event()
+    task = asyncio.create_task(ceiling.run(url, workers, events, ready))
+    await ready.wait()
+    print("READY", flush=True)
+    await _until_sigterm()
+    task.cancel()
+    return {}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("kind", choices=["product", "ceiling"])
+    parser.add_argument("url")
+    parser.add_argument("--workers", type=int, default=16)
+    parser.add_argument("--events", type=int, default=2, help="Events per object (ceiling)")
+    args = parser.parse_args()
+    log_setup.configure("error")
+    if args.kind == "product":
+        stats = asyncio.run(product(args.url, args.workers))
+    else:
+        stats = asyncio.run(run_ceiling(args.url, args.workers, args.events))
+    print("STATS " + json.dumps(stats), flush=True)
+
+
+if __name__ == "__main__":
+    main()
