@@ -2,8 +2,9 @@
 
 List, then watch from the list's resourceVersion; every object without status goes to N
 workers; each makes one status PATCH (the same fields the Model reconciler writes) and
-then posts the same two Events in the background. No cache, no queue semantics, no
-retries: whatever the product does beyond this is overhead.
+hands the same two Events to a pool of background writers (as many as the product's
+recorder has, so Events do not crowd out status writes). No cache, no queue semantics,
+no retries: whatever the product does beyond this is overhead.
 """
 
 from __future__ import annotations
@@ -76,33 +77,62 @@ def _event(obj: Obj, reason: str, message: str) -> Obj:
     }
 
 
-async def run(url: str, workers: int, events: int, ready: asyncio.Event) -> None:
+class Busy:
+    """Whether work is queued or in flight, for the bench's "all writes done" time."""
+
+    def __init__(self) -> None:
+        self.active = 0
+        self.queues: list[asyncio.Queue[Any]] = []
+
+    @property
+    def idle(self) -> bool:
+        return not self.active and all(q.empty() for q in self.queues)
+
+    def __enter__(self) -> None:
+        self.active += 1
+
+    def __exit__(self, *_: object) -> None:
+        self.active -= 1
+
+
+async def run(
+    url: str,
+    workers: int,
+    events: int,
+    ready: asyncio.Event,
+    busy: Busy,
+    event_writers: int = 8,
+) -> None:
     connector = aiohttp.TCPConnector(limit=workers + 8)
     timeout = aiohttp.ClientTimeout(total=None, sock_read=None)
     async with aiohttp.ClientSession(url, connector=connector, timeout=timeout) as session:
         todo: asyncio.Queue[Obj] = asyncio.Queue()
-        background: set[asyncio.Task[Any]] = set()
+        to_post: asyncio.Queue[tuple[Obj, str]] = asyncio.Queue()
 
-        async def post_event(obj: Obj, reason: str) -> None:
-            ns = obj["metadata"]["namespace"]
-            body = _event(obj, reason, "written by the ceiling loop")
-            async with session.post(f"/api/v1/namespaces/{ns}/events", json=body) as r:
-                await r.read()
+        async def event_writer() -> None:
+            while True:
+                obj, reason = await to_post.get()
+                with busy:
+                    ns = obj["metadata"]["namespace"]
+                    body = _event(obj, reason, "written by the ceiling loop")
+                    async with session.post(f"/api/v1/namespaces/{ns}/events", json=body) as r:
+                        await r.read()
 
         async def worker() -> None:
             while True:
                 obj = await todo.get()
-                ns, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
-                path = f"{MODELS}/namespaces/{ns}/models/{name}/status"
-                body = json.dumps({"status": _status(obj)})
-                async with session.patch(path, data=body, headers=MERGE) as r:
-                    await r.read()
-                for reason in ("AcceleratorReady", "Ready")[:events]:
-                    task = asyncio.create_task(post_event(obj, reason))
-                    background.add(task)
-                    task.add_done_callback(background.discard)
+                with busy:
+                    ns, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
+                    path = f"{MODELS}/namespaces/{ns}/models/{name}/status"
+                    body = json.dumps({"status": _status(obj)})
+                    async with session.patch(path, data=body, headers=MERGE) as r:
+                        await r.read()
+                    for reason in ("AcceleratorReady", "Ready")[:events]:
+                        to_post.put_nowait((obj, reason))
 
+        busy.queues = [todo, to_post]
         tasks = [asyncio.create_task(worker()) for _ in range(workers)]
+        tasks += [asyncio.create_task(event_writer()) for _ in range(event_writers)]
         try:
             async with session.get(f"{MODELS}/models") as r:
                 listed = await r.json()

@@ -12,6 +12,8 @@ import asyncio
 import gc
 import json
 import signal
+import time
+from collections.abc import Callable
 from typing import Any
 
 from controller import logging as log_setup
@@ -21,6 +23,14 @@ from controller.resources import MODEL
 
 from . import ceiling
 from .workload import deep_size, rss_bytes
+
+
+async def _track_busy(idle: Callable[[], bool], stats: dict[str, Any]) -> None:
+    """Record the wall-clock time work was last seen queued or in flight."""
+    while True:
+        if not idle():
+            stats["busy_until"] = time.time()
+        await asyncio.sleep(0.005)
 
 
 async def _until_sigterm() -> None:
@@ -36,9 +46,17 @@ async def product(url: str, workers: int) -> dict[str, Any]:
     await manager.wait_synced()
     gc.collect()
     rss_before = rss_bytes()
+    stats: dict[str, Any] = {}
+
+    def idle() -> bool:
+        q = manager.queue
+        return not (len(q) or q.processing or manager.recorder.queued)
+
+    tracker = asyncio.create_task(_track_busy(idle, stats))
     print("READY", flush=True)
     await _until_sigterm()
     await manager.wait_idle(timeout=60)
+    tracker.cancel()
     gc.collect()
     rss = rss_bytes() - rss_before
     cached = manager.cache.informers[MODEL].store.list()
@@ -49,7 +67,7 @@ async def product(url: str, workers: int) -> dict[str, Any]:
     def metric(name: str, **labels: str) -> float:
         return sample(name, labels) or 0.0
 
-    stats = {
+    stats |= {
         "objects": len(cached),
         "reconciles": metric(
             "controller_runtime_reconcile_total", controller="model", result="success"
@@ -70,13 +88,20 @@ async def product(url: str, workers: int) -> dict[str, Any]:
 
 
 async def run_ceiling(url: str, workers: int, events: int) -> dict[str, Any]:
-    ready = asyncio.Event()
-    task = asyncio.create_task(ceiling.run(url, workers, events, ready))
+    ready, busy = asyncio.Event(), ceiling.Busy()
+    stats: dict[str, Any] = {}
+    task = asyncio.create_task(ceiling.run(url, workers, events, ready, busy))
     await ready.wait()
+    tracker = asyncio.create_task(_track_busy(lambda: busy.idle, stats))
     print("READY", flush=True)
     await _until_sigterm()
+    for _ in range(6000):  # its queued Events, for up to a minute
+        if busy.idle:
+            break
+        await asyncio.sleep(0.01)
+    tracker.cancel()
     task.cancel()
-    return {}
+    return stats
 
 
 def main() -> None:

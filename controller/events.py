@@ -38,8 +38,11 @@ Obj = dict[str, Any]
 NORMAL, WARNING = "Normal", "Warning"
 log = structlog.get_logger("events")
 
-# client-go's defaults (tools/record): buffer, LRU sizes and the per-object spam budget.
-DEFAULT_BUFFER = 1000
+# client-go's LRU sizes and per-object spam budget (tools/record). Its buffer holds 1,000
+# Events; ours 10,000 (about 10 MB at worst), so that creating a few thousand objects at
+# once, two Events each, loses none while the writers catch up.
+DEFAULT_BUFFER = 10_000
+DEFAULT_WRITERS = 8
 LRU_SIZE = 4096
 SPAM_BURST = 25
 SPAM_QPS = 1 / 300
@@ -93,7 +96,7 @@ class EventRecorder:
         *,
         metrics: EventMetrics | None = None,
         buffer: int = DEFAULT_BUFFER,
-        writers: int = 4,
+        writers: int = DEFAULT_WRITERS,
         spam_burst: int = SPAM_BURST,
         spam_qps: float = SPAM_QPS,
     ) -> None:
