@@ -75,16 +75,17 @@ async def burst_section(
                 n,
                 _ratio(rates.get("product"), rates.get("ceiling")),
                 _ratio(drained.get("product"), drained.get("ceiling")),
+                _ratio(rates.get("product-quiet"), rates.get("ceiling-quiet")),
+                _ratio(rates.get("product-quiet"), rates.get("kopf")),
                 _ratio(rates.get("product"), rates.get("kopf")),
             ]
         )
-        if "product" in best:
-            products.append(best["product"])
+        products += [best[s] for s in ("product", "product-quiet") if s in best]
     print(
         table(
             f"Pipeline, {workload.name}: create -> watch -> reconcile -> status seen "
             f"(median of {repeat}; {workers} workers for product and ceiling; "
-            "'all writes/s' also waits for the Events; kopf writes none)",
+            "'all writes/s' also waits for the Events; -quiet and kopf write none)",
             ["objects", "system", "status/s", "all writes/s", "seconds", "p50 ms", "p99 ms"],
             rows,
         )
@@ -93,7 +94,14 @@ async def burst_section(
     print(
         table(
             "Ratios (same run)",
-            ["objects", "product/ceiling", "same, all writes", "product/kopf"],
+            [
+                "objects",
+                "product/ceiling",
+                "same, all writes",
+                "no Events: product/ceiling",
+                "no Events: product/kopf",
+                "product (Events)/kopf",
+            ],
             ratios,
         )
     )
@@ -108,6 +116,7 @@ def memory_section(products: list[harness.RunResult]) -> None:
         rows.append(
             [
                 r.objects,
+                r.sut,
                 s.get("cache_bytes_per_object", 0.0),
                 s.get("memo_bytes_per_object", 0.0),
                 s.get("rss_bytes_per_object", 0.0),
@@ -121,6 +130,7 @@ def memory_section(products: list[harness.RunResult]) -> None:
             "Product process after the burst (cache = informer store; memo = status writer)",
             [
                 "objects",
+                "system",
                 "cache B/object",
                 "memo B/object",
                 "RSS B/object",
@@ -171,7 +181,7 @@ async def main(args: argparse.Namespace) -> None:
         if products:
             memory_section(products)
             print()
-        steady_suts = [s for s in suts if s != "ceiling"]
+        steady_suts = [s for s in suts if s in ("product", "kopf")]
         if rates and steady_suts:
             await steady_section(workload, rates, args.steady_seconds, steady_suts, args.workers)
             print()
@@ -180,7 +190,11 @@ async def main(args: argparse.Namespace) -> None:
 def cli() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--sizes", default="1000,10000", help="burst sizes, comma separated")
-    parser.add_argument("--systems", default="product,ceiling,kopf")
+    parser.add_argument(
+        "--systems",
+        default="product,ceiling,product-quiet,ceiling-quiet,kopf",
+        help="-quiet: without Events, as kopf runs",
+    )
     parser.add_argument("--workers", type=int, default=16, help="for product and ceiling")
     parser.add_argument("--repeat", type=int, default=1, help="runs per size; the median counts")
     parser.add_argument("--rates", default="50,200", help="steady loads, objects/s")

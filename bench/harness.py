@@ -90,7 +90,19 @@ def _command(sut: str, url: str, workers: int) -> list[str]:
             "--quiet",
             str(KOPF_OPERATOR),
         ]
-    return [sys.executable, "-m", "bench.sut", sut, url, "--workers", str(workers)]
+    kind, _, quiet = sut.partition("-")  # "product-quiet": the product without Events
+    events = "0" if quiet else "2"
+    return [
+        sys.executable,
+        "-m",
+        "bench.sut",
+        kind,
+        url,
+        "--workers",
+        str(workers),
+        "--events",
+        events,
+    ]
 
 
 class _Sut:

@@ -1,6 +1,8 @@
 """A system under test, in its own process as it would run: `python -m bench.sut KIND URL`.
 
-KIND is `product` (the controller's Manager) or `ceiling` (bench.ceiling). It prints
+KIND is `product` (the controller's Manager) or `ceiling` (bench.ceiling); with
+`--events 0` neither writes Events (the product's recorder has no room: each Event is
+dropped and counted), for the comparison with kopf, which writes none. It prints
 READY once it watches, runs until SIGTERM, then prints one `STATS {json}` line: what it
 did and the memory it holds per cached object (product only).
 """
@@ -39,9 +41,11 @@ async def _until_sigterm() -> None:
     await stop.wait()
 
 
-async def product(url: str, workers: int) -> dict[str, Any]:
+async def product(url: str, workers: int, events: int) -> dict[str, Any]:
     client = await KubeClient.connect(url, timeout=120)
     manager = Manager(client, ManagerConfig(http_port=None, workers=workers))
+    if not events:
+        manager.recorder.buffer = 0
     await manager.start()
     await manager.wait_synced()
     gc.collect()
@@ -109,11 +113,11 @@ def main() -> None:
     parser.add_argument("kind", choices=["product", "ceiling"])
     parser.add_argument("url")
     parser.add_argument("--workers", type=int, default=16)
-    parser.add_argument("--events", type=int, default=2, help="Events per object (ceiling)")
+    parser.add_argument("--events", type=int, default=2, help="Events per object; 0: none")
     args = parser.parse_args()
     log_setup.configure("error")
     if args.kind == "product":
-        stats = asyncio.run(product(args.url, args.workers))
+        stats = asyncio.run(product(args.url, args.workers, args.events))
     else:
         stats = asyncio.run(run_ceiling(args.url, args.workers, args.events))
     print("STATS " + json.dumps(stats), flush=True)
