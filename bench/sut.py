@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
 import gc
+import os
 import json
 import signal
 import time
@@ -116,10 +118,16 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=2, help="Events per object; 0: none")
     args = parser.parse_args()
     log_setup.configure("error")
+    profile = cProfile.Profile() if os.environ.get("BENCH_PROFILE") else None
+    if profile is not None:  # BENCH_PROFILE=dir: a pstats file per SUT process
+        profile.enable()
     if args.kind == "product":
         stats = asyncio.run(product(args.url, args.workers, args.events))
     else:
         stats = asyncio.run(run_ceiling(args.url, args.workers, args.events))
+    if profile is not None:
+        profile.disable()
+        profile.dump_stats(f"{os.environ['BENCH_PROFILE']}/{args.kind}-{os.getpid()}.pstats")
     print("STATS " + json.dumps(stats), flush=True)
 
 

@@ -285,9 +285,9 @@ class Manager:
             controller=name, namespace=request.namespace, name=request.name
         ):
             try:
-                result = await asyncio.wait_for(
-                    reconciler.reconcile(request), self.config.reconcile_timeout
-                )
+                # asyncio.timeout, unlike wait_for, runs the reconcile without a new task.
+                async with asyncio.timeout(self.config.reconcile_timeout):
+                    result = await reconciler.reconcile(request)
             except asyncio.CancelledError:
                 raise
             except Exception as e:
