@@ -13,8 +13,8 @@ import argparse
 import asyncio
 import cProfile
 import gc
-import os
 import json
+import os
 import signal
 import time
 from collections.abc import Callable
