@@ -52,6 +52,7 @@ crds: $(STAMP)
 	$(MAKE) sync-data
 
 bench: $(STAMP)
+	$(BIN)/pip install --quiet -e '.[dev,bench]' || echo "kopf not installed: the bench runs without it"
 	$(BIN)/python -m bench
 
 clean:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from controller.cache import Cache
+from controller.events import EventRecorder
 from controller.kube import KubeClient
 from controller.manager import ReconcilerFactory
 from controller.reconcile import Reconciler
@@ -17,18 +18,18 @@ def reconcilers() -> list[ReconcilerFactory]:
     status writer) per manager."""
     shared: dict[int, Context] = {}
 
-    def context(client: KubeClient, cache: Cache) -> Context:
+    def context(client: KubeClient, cache: Cache, recorder: EventRecorder) -> Context:
         if id(cache) not in shared:
-            shared[id(cache)] = Context.create(client, cache)
+            shared[id(cache)] = Context.create(client, cache, recorder=recorder)
         return shared[id(cache)]
 
-    def model(client: KubeClient, cache: Cache) -> Reconciler:
-        return ModelReconciler(context(client, cache))
+    def model(client: KubeClient, cache: Cache, recorder: EventRecorder) -> Reconciler:
+        return ModelReconciler(context(client, cache, recorder))
 
-    def service(client: KubeClient, cache: Cache) -> Reconciler:
-        return InferenceServiceReconciler(context(client, cache))
+    def service(client: KubeClient, cache: Cache, recorder: EventRecorder) -> Reconciler:
+        return InferenceServiceReconciler(context(client, cache, recorder))
 
-    def quota(client: KubeClient, cache: Cache) -> Reconciler:
-        return GPUQuotaReconciler(context(client, cache))
+    def quota(client: KubeClient, cache: Cache, recorder: EventRecorder) -> Reconciler:
+        return GPUQuotaReconciler(context(client, cache, recorder))
 
     return [model, service, quota]

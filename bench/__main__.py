@@ -1,25 +1,41 @@
-"""Benchmarks: `python -m bench [--sizes 1000,10000,50000]` (or `make bench`).
+"""Benchmarks: `python -m bench` (or `make bench`); see --help for sizes and rates.
 
-Prints throughput and ratios; timing is measured here, never asserted in tests.
+In one run: the work queue alone; the pipeline (create -> watch -> reconcile -> status)
+at each size for the product, the server's ceiling (bench.ceiling, the same writes on
+plain aiohttp) and kopf when installed (`pip install -e '.[bench]'`); steady-load
+latency; memory per cached object; and the ratios product/ceiling and product/kopf.
+Timing is measured here, never asserted in tests. Every process shares the machine's
+CPUs: compare ratios from the same run, not absolute figures across machines.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import platform
+import statistics
+from datetime import UTC, datetime
 
 from controller import logging as log_setup
 
-from . import pipeline_bench, queue_bench
+from . import harness, queue_bench
 from .report import table
+from .workload import MODELS, Workload
+
+# The pipelines measured; a GPUQuota/InferenceService workload joins here (bench.workload).
+WORKLOADS: tuple[Workload, ...] = (MODELS,)
 
 
-async def main(sizes: list[int], queue_adds: int) -> None:
-    queue = await queue_bench.run(adds=queue_adds, keys=max(1, queue_adds // 10))
+def _ratio(a: float | None, b: float | None) -> str:
+    return f"{a / b:.2f}x" if a and b else "-"
+
+
+async def queue_section(adds: int) -> None:
+    queue = await queue_bench.run(adds=adds, keys=max(1, adds // 10))
     baseline = queue[0]
     print(
         table(
-            f"Work queue alone: {queue_adds:,} adds over {queue_adds // 10:,} keys",
+            f"Work queue alone: {adds:,} adds over {adds // 10:,} keys",
             ["queue", "adds/s", "vs baseline", "processed", "dedup (adds/item)", "drain items/s"],
             [
                 [
@@ -34,56 +50,159 @@ async def main(sizes: list[int], queue_adds: int) -> None:
             ],
         )
     )
-    print()
-    rows = []
+
+
+async def burst_section(
+    workload: Workload, sizes: list[int], suts: list[str], workers: int, repeat: int
+) -> list[harness.RunResult]:
+    rows, ratios, products = [], [], []
     for n in sizes:
-        print(f"pipeline: {n:,} Models ...", flush=True)
-        r = await pipeline_bench.run(n)
+        best: dict[str, harness.RunResult] = {}
+        rates: dict[str, float] = {}
+        drained: dict[str, float] = {}
+        for sut in suts:
+            runs = []
+            for _ in range(repeat):
+                print(f"  {workload.name}: {sut} at {n:,} ...", flush=True)
+                runs.append(await harness.run(sut, workload, objects=n, workers=workers))
+            rates[sut] = statistics.median(r.per_second for r in runs)
+            drained[sut] = statistics.median(r.drained_per_second for r in runs)
+            best[sut] = sorted(runs, key=lambda r: r.per_second)[len(runs) // 2]
+            r = best[sut]
+            rows.append([n, sut, rates[sut], drained[sut], r.seconds, r.p50_ms, r.p99_ms])
+        ratios.append(
+            [
+                n,
+                _ratio(rates.get("product"), rates.get("ceiling")),
+                _ratio(drained.get("product"), drained.get("ceiling")),
+                _ratio(rates.get("product-quiet"), rates.get("ceiling-quiet")),
+                _ratio(rates.get("product-quiet"), rates.get("kopf")),
+                _ratio(rates.get("product"), rates.get("kopf")),
+            ]
+        )
+        products += [best[s] for s in ("product", "product-quiet") if s in best]
+    print(
+        table(
+            f"Pipeline, {workload.name}: create -> watch -> reconcile -> status seen "
+            f"(median of {repeat}; {workers} workers for product and ceiling; "
+            "'all writes/s' also waits for the Events; -quiet and kopf write none)",
+            ["objects", "system", "status/s", "all writes/s", "seconds", "p50 ms", "p99 ms"],
+            rows,
+        )
+    )
+    print()
+    print(
+        table(
+            "Ratios (same run)",
+            [
+                "objects",
+                "product/ceiling",
+                "same, all writes",
+                "no Events: product/ceiling",
+                "no Events: product/kopf",
+                "product (Events)/kopf",
+            ],
+            ratios,
+        )
+    )
+    return products
+
+
+def memory_section(products: list[harness.RunResult]) -> None:
+    rows = []
+    for r in products:
+        s = r.stats
+        objects = s.get("objects") or 1
         rows.append(
             [
                 r.objects,
-                r.seconds,
-                r.objects_per_second,
-                r.events_per_second,
-                int(r.reconciles),
-                r.p50_ms,
-                r.p99_ms,
-                int(r.bytes_per_object),
-                int(r.rss_per_object),
+                r.sut,
+                s.get("cache_bytes_per_object", 0.0),
+                s.get("memo_bytes_per_object", 0.0),
+                s.get("rss_bytes_per_object", 0.0),
+                s.get("reconciles", 0.0) / objects,
+                int(s.get("events_written", 0)),
+                int(s.get("events_dropped", 0)),
             ]
         )
     print(
         table(
-            "Watch -> queue -> reconcile -> status (test API server in its own process)",
+            "Product process after the burst (cache = informer store; memo = status writer)",
             [
                 "objects",
-                "seconds",
-                "objects/s",
-                "events/s",
-                "reconciles",
-                "p50 ms",
-                "p99 ms",
+                "system",
                 "cache B/object",
+                "memo B/object",
                 "RSS B/object",
+                "reconciles/object",
+                "events written",
+                "events dropped",
             ],
             rows,
         )
     )
-    if len(rows) > 1:
-        first, last = rows[0], rows[-1]
-        print(
-            f"\nthroughput at {last[0]:,} vs {first[0]:,} objects: "
-            f"{last[2] / first[2]:.2f}x; p99 latency ratio {last[6] / first[6]:.1f}x"
+
+
+async def steady_section(
+    workload: Workload, rates: list[float], seconds: float, suts: list[str], workers: int
+) -> None:
+    rows = []
+    for rate in rates:
+        for sut in suts:
+            print(f"  steady: {sut} at {rate:g}/s for {seconds:g} s ...", flush=True)
+            r = await harness.run(sut, workload, rate=rate, seconds=seconds, workers=workers)
+            rows.append([f"{rate:g}", sut, r.objects, r.p50_ms, r.p99_ms, r.percentile(0.999)])
+    print(
+        table(
+            f"Steady load, {workload.name}: latency from create to status seen",
+            ["objects/s", "system", "objects", "p50 ms", "p99 ms", "p99.9 ms"],
+            rows,
         )
+    )
+
+
+async def main(args: argparse.Namespace) -> None:
+    suts = [s for s in args.systems.split(",") if s]
+    if "kopf" in suts and not harness.kopf_installed():
+        print("kopf is not installed (pip install -e '.[bench]'): skipping it\n")
+        suts.remove("kopf")
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+    rates = [float(r) for r in args.rates.split(",") if r]
+    print(
+        f"llmkube-py bench, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {platform.node()}, "
+        f"{platform.processor() or platform.machine()}, Python {platform.python_version()}\n"
+    )
+    if args.queue_adds:
+        await queue_section(args.queue_adds)
+        print()
+    for workload in WORKLOADS:
+        products = await burst_section(workload, sizes, suts, args.workers, args.repeat)
+        print()
+        if products:
+            memory_section(products)
+            print()
+        steady_suts = [s for s in suts if s in ("product", "kopf")]
+        if rates and steady_suts:
+            await steady_section(workload, rates, args.steady_seconds, steady_suts, args.workers)
+            print()
 
 
 def cli() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--sizes", default="1000,10000,50000")
-    parser.add_argument("--queue-adds", type=int, default=200_000)
+    parser.add_argument("--sizes", default="1000,10000", help="burst sizes, comma separated")
+    parser.add_argument(
+        "--systems",
+        default="product,ceiling,product-quiet,ceiling-quiet,kopf",
+        help="-quiet: without Events, as kopf runs",
+    )
+    parser.add_argument("--workers", type=int, default=16, help="for product and ceiling")
+    parser.add_argument("--repeat", type=int, default=1, help="runs per size; the median counts")
+    parser.add_argument("--rates", default="50,200", help="steady loads, objects/s")
+    parser.add_argument("--steady-seconds", type=float, default=10.0)
+    parser.add_argument("--queue-adds", type=int, default=200_000, help="0 skips the queue")
     args = parser.parse_args()
     log_setup.configure("error")
-    asyncio.run(main([int(s) for s in args.sizes.split(",")], args.queue_adds))
+    asyncio.run(main(args))
 
 
 if __name__ == "__main__":

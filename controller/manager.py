@@ -1,12 +1,14 @@
-"""The manager: informers feed one shared rate-limited queue, workers run the reconcilers.
+"""The manager: informers feed rate-limited queues, workers run the reconcilers.
 
-    watch streams ──> informer caches ──> event mappers ──> RateLimitingQueue
-                                                                  │
-                     reconcile(Request) <── worker pool <─────────┘
+    watch streams ──> informer caches ──> predicates ──> event mappers ──> RateLimitingQueue
+                                                                              │ (one per
+                     reconcile(Request) <── worker pool (one per controller) <┘  controller)
                      success: forget · error: add_rate_limited · requeue_after: add_after
 
-Each reconciler is its own unit (its name, its watches, its reconcile); the queue
-and the workers are shared, one worker per key at a time.
+Each reconciler is its own unit (its name, its watches, its reconcile) with its own
+queue and its own number of workers (max concurrent reconciles), one worker per key at
+a time. Updates of a reconciler's primary resource pass PRIMARY_DEFAULT unless its Watch
+names predicates: its own status writes do not wake it again.
 """
 
 from __future__ import annotations
@@ -14,8 +16,8 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
-from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Coroutine, Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
@@ -25,24 +27,38 @@ from metrics import ControllerMetrics
 
 from . import health
 from .cache import Cache
+from .events import EventRecorder
 from .informer import Event, Informer
 from .kube import ApiError, KubeClient
 from .leaderelection import LeaderElector
-from .reconcile import Reconciler, Request, TerminalError, Watch
+from .reconcile import PRIMARY_DEFAULT, Predicate, Reconciler, Request, TerminalError, Watch
 from .workqueue import QueueShutDown, RateLimitingQueue
 
 log = structlog.get_logger("manager")
-# Builds a reconciler from the manager's client and cache (the composition root's list).
-ReconcilerFactory = Callable[[KubeClient, Cache], Reconciler]
+# Builds a reconciler from the manager's client, cache and Event recorder (the composition
+# root's list).
+ReconcilerFactory = Callable[[KubeClient, Cache, EventRecorder], Reconciler]
 # Something else the manager runs beside the controllers (e.g. the webhook server): started
 # with the manager on every replica (no leadership needed), cancelled by stop().
 Runnable = Callable[[], Coroutine[Any, Any, None]]
 
 
+# Workers per controller unless ManagerConfig says otherwise. Reconciles are I/O bound
+# (one status write each), so concurrency hides round trips: 16 for the per-object
+# controllers (4 -> 16 measured +30% throughput); a GPUQuota reconcile reads its whole
+# namespace from the cache (CPU on the one loop), so more workers would not help it.
+DEFAULT_WORKERS = 16
+DEFAULT_MAX_CONCURRENT_RECONCILES: dict[str, int] = {"gpuquota": 2}
+
+
 @dataclass
 class ManagerConfig:
     namespace: str | None = None  # watch one namespace; None for all
-    workers: int = 4
+    workers: int = DEFAULT_WORKERS  # per controller, unless named below
+    # controller name -> its max concurrent reconciles (controller-runtime's option)
+    max_concurrent_reconciles: dict[str, int] = field(
+        default_factory=lambda: dict(DEFAULT_MAX_CONCURRENT_RECONCILES)
+    )
     http_host: str = "0.0.0.0"
     http_port: int | None = 8080  # None: no health/metrics server
     leader_election: bool = False
@@ -51,6 +67,51 @@ class ManagerConfig:
     identity: str = socket.gethostname()
     watch_timeout: int = 300
     reconcile_timeout: float = 120.0
+
+
+class ControllerQueues:
+    """One rate-limited queue per controller, read together where the manager needs a sum."""
+
+    def __init__(self, metrics: ControllerMetrics) -> None:
+        self.metrics = metrics
+        self.by_controller: dict[str, RateLimitingQueue[Request]] = {}
+
+    def register(self, controller: str) -> RateLimitingQueue[Request]:
+        queue = self.by_controller.get(controller)
+        if queue is None:
+            queue = RateLimitingQueue(
+                "llmkube", metrics=self.metrics.workqueue, controller_of=lambda r: r.controller
+            )
+            self.by_controller[controller] = queue
+        return queue
+
+    def __getitem__(self, controller: str) -> RateLimitingQueue[Request]:
+        return self.by_controller[controller]
+
+    def __iter__(self) -> Iterator[RateLimitingQueue[Request]]:
+        return iter(self.by_controller.values())
+
+    def add(self, request: Request) -> None:
+        queue = self.by_controller.get(request.controller)
+        if queue is None:
+            log.error("no reconciler for request", request=str(request))
+            return
+        queue.add(request)
+
+    def __len__(self) -> int:
+        return sum(len(q) for q in self)
+
+    @property
+    def waiting(self) -> int:
+        return sum(q.waiting for q in self)
+
+    @property
+    def processing(self) -> int:
+        return sum(q.processing for q in self)
+
+    def shutdown(self) -> None:
+        for q in self:
+            q.shutdown()
 
 
 class Manager:
@@ -67,17 +128,17 @@ class Manager:
         self.config = config or ManagerConfig()
         self.metrics = metrics or ControllerMetrics()
         self.cache = Cache()
-        self.queue: RateLimitingQueue[Request] = RateLimitingQueue(
-            "llmkube", metrics=self.metrics.workqueue, controller_of=lambda r: r.controller
-        )
+        self.queue = ControllerQueues(self.metrics)
+        self.recorder = EventRecorder(client, metrics=self.metrics.events)
         self.runnables = list(runnables)
         self.reconcilers: dict[str, Reconciler] = {}
         for factory in reconcilers:
-            reconciler = factory(client, self.cache)
+            reconciler = factory(client, self.cache, self.recorder)
             self.reconcilers[reconciler.name] = reconciler
             self.metrics.init_controller(reconciler.name)
+            self.queue.register(reconciler.name)
             for watch in reconciler.watches():
-                self._watch(watch)
+                self._watch(watch, primary=watch.resource == reconciler.primary)
         self.elector: LeaderElector | None = None
         if self.config.leader_election:
             self.elector = LeaderElector(
@@ -96,7 +157,10 @@ class Manager:
 
     # -- wiring ------------------------------------------------------------------
 
-    def _watch(self, watch: Watch) -> None:
+    def workers_for(self, controller: str) -> int:
+        return max(1, self.config.max_concurrent_reconciles.get(controller, self.config.workers))
+
+    def _watch(self, watch: Watch, *, primary: bool = False) -> None:
         informer = self.cache.informers.get(watch.resource)
         if informer is None:
             informer = Informer(
@@ -111,7 +175,14 @@ class Manager:
         elif informer.label_selector != watch.label_selector:
             raise ValueError(f"conflicting label selectors for {watch.resource.plural}")
 
+        predicates: tuple[Predicate, ...] = watch.predicates or ()
+        if watch.predicates is None and primary:
+            predicates = (PRIMARY_DEFAULT,)
+
         def enqueue(event: Event) -> None:
+            for predicate in predicates:
+                if not predicate(event):
+                    return
             for request in watch.map(event):
                 self.queue.add(request)
 
@@ -150,11 +221,12 @@ class Manager:
             await self.elector.leading.wait()
             self._tasks.append(asyncio.create_task(self._stop_when_lost(), name="lost"))
         for name in self.reconcilers:
-            self.metrics.reconcile.max_concurrent.labels(name).set(self.config.workers)
-        self._workers = [
-            asyncio.create_task(self._worker(), name=f"worker-{i}")
-            for i in range(self.config.workers)
-        ]
+            workers = self.workers_for(name)
+            self.metrics.reconcile.max_concurrent.labels(name).set(workers)
+            self._workers += [
+                asyncio.create_task(self._worker(self.queue[name]), name=f"{name}-worker-{i}")
+                for i in range(workers)
+            ]
 
     async def _stop_when_lost(self) -> None:
         assert self.elector is not None
@@ -188,6 +260,7 @@ class Manager:
             *(t for t in [*self._workers, *self._tasks] if t is not current),
             return_exceptions=True,
         )
+        await self.recorder.stop()  # write the Events still queued, briefly
         if self.elector is not None:
             await self.elector.release()
         if self._runner is not None:
@@ -196,16 +269,16 @@ class Manager:
 
     # -- workers -------------------------------------------------------------------
 
-    async def _worker(self) -> None:
+    async def _worker(self, queue: RateLimitingQueue[Request]) -> None:
         while True:
             try:
-                request = await self.queue.get()
+                request = await queue.get()
             except QueueShutDown:
                 return
             try:
                 await self.process(request)
             finally:
-                self.queue.done(request)
+                queue.done(request)
 
     async def process(self, request: Request) -> None:
         reconciler = self.reconcilers.get(request.controller)
@@ -214,6 +287,7 @@ class Manager:
             return
         m = self.metrics.reconcile
         name = request.controller
+        queue = self.queue[name]
         m.active_workers.labels(name).inc()
         started = time.monotonic()
         with structlog.contextvars.bound_contextvars(
@@ -230,7 +304,7 @@ class Manager:
                 m.terminal_errors.labels(name).inc()
                 m.total.labels(name, "error").inc()
                 log.error("reconcile failed, not retrying", error=str(e))
-                self.queue.forget(request)
+                queue.forget(request)
             except Exception as e:
                 m.errors.labels(name).inc()
                 m.total.labels(name, "error").inc()
@@ -240,17 +314,17 @@ class Manager:
                     log.warning(
                         "reconcile failed, retrying",
                         error=str(e) or repr(e),
-                        retries=self.queue.num_requeues(request),
+                        retries=queue.num_requeues(request),
                     )
                 else:  # a bug, not the weather: keep the stack trace
                     m.panics.labels(name).inc()
-                    log.exception("reconcile raised", retries=self.queue.num_requeues(request))
-                self.queue.add_rate_limited(request)
+                    log.exception("reconcile raised", retries=queue.num_requeues(request))
+                queue.add_rate_limited(request)
             else:
-                self.queue.forget(request)
+                queue.forget(request)
                 if result.requeue_after > 0:
                     m.total.labels(name, "requeue_after").inc()
-                    self.queue.add_after(request, result.requeue_after)
+                    queue.add_after(request, result.requeue_after)
                 else:
                     m.total.labels(name, "success").inc()
             finally:
@@ -258,11 +332,13 @@ class Manager:
                 m.active_workers.labels(name).dec()
 
     async def wait_idle(self, timeout: float = 30.0, settle: float = 0.1) -> None:
-        """Until the queue has been empty and no worker busy for `settle` seconds."""
+        """Until the queues and the Event buffer have been empty and no worker busy for
+        `settle` seconds."""
         deadline = time.monotonic() + timeout
         quiet_since: float | None = None
         while time.monotonic() < deadline:
-            if len(self.queue) == 0 and self.queue.processing == 0:
+            # Idle includes the Events: they are written after the reconcile returned.
+            if len(self.queue) == 0 and self.queue.processing == 0 and not self.recorder.queued:
                 quiet_since = quiet_since or time.monotonic()
                 if time.monotonic() - quiet_since >= settle:
                     return

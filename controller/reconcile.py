@@ -1,12 +1,18 @@
-"""What a reconciler is to the manager: a named unit that maps watch events to requests."""
+"""What a reconciler is to the manager: a named unit that maps watch events to requests.
+
+A Watch may carry predicates, as controller-runtime's: an update event whose predicates
+do not all pass is dropped before it is mapped, so an object's own status echo (a write
+that bumps resourceVersion but not metadata.generation) costs no reconcile. Adds and
+deletes always pass.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
-from .informer import Event
+from .informer import ADDED, DELETED, Event
 from .resources import ResourceType
 
 
@@ -34,13 +40,72 @@ class Result:
     requeue_after: float = 0.0
 
 
+Predicate = Callable[[Event], bool]
+
+
+def _meta(obj: dict[str, Any] | None) -> dict[str, Any]:
+    return (obj or {}).get("metadata") or {}
+
+
+def _is_update(event: Event) -> bool:
+    return event.type not in (ADDED, DELETED) and event.old is not None
+
+
+def generation_changed(event: Event) -> bool:
+    """metadata.generation moved: the spec changed (status writes leave it alone)."""
+    if not _is_update(event):
+        return True
+    old, new = _meta(event.old).get("generation"), _meta(event.obj).get("generation")
+    # Without a generation on either side (resources without one), nothing can be told.
+    return old is None or new is None or old != new
+
+
+def labels_changed(event: Event) -> bool:
+    return not _is_update(event) or _meta(event.old).get("labels") != _meta(event.obj).get("labels")
+
+
+def annotations_changed(event: Event) -> bool:
+    return not _is_update(event) or _meta(event.old).get("annotations") != _meta(event.obj).get(
+        "annotations"
+    )
+
+
+def deletion_started(event: Event) -> bool:
+    """deletionTimestamp appeared (or finalizers changed while deleting)."""
+    if not _is_update(event):
+        return True
+    old, new = _meta(event.old), _meta(event.obj)
+    if new.get("deletionTimestamp") is None:
+        return False
+    return old.get("deletionTimestamp") is None or old.get("finalizers") != new.get("finalizers")
+
+
+def any_of(*predicates: Predicate) -> Predicate:
+    def passes(event: Event) -> bool:
+        return any(p(event) for p in predicates)
+
+    return passes
+
+
+# What the manager applies to each reconciler's own resource unless its Watch says otherwise.
+PRIMARY_DEFAULT: Predicate = any_of(
+    generation_changed, labels_changed, annotations_changed, deletion_started
+)
+
+
 @dataclass(frozen=True)
 class Watch:
-    """Events of this resource type become these requests."""
+    """Events of this resource type become these requests.
+
+    predicates: all must pass for an update to be mapped. None lets the manager choose
+    (PRIMARY_DEFAULT on the reconciler's primary resource, nothing on the others);
+    an empty tuple asks for every event.
+    """
 
     resource: ResourceType
     map: Callable[[Event], Iterable[Request]]
     label_selector: str | None = field(default=None)
+    predicates: tuple[Predicate, ...] | None = field(default=None)
 
 
 class Reconciler(Protocol):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
 
 from .domain import DomainMetrics
+from .events import EventMetrics
 from .informer import InformerMetrics
 from .reconcile import ReconcileMetrics
 from .workqueue import WorkqueueMetrics
@@ -27,6 +28,7 @@ class ControllerMetrics:
         self.reconcile = ReconcileMetrics(self.registry)
         self.domain = DomainMetrics(self.registry)
         self.informer = InformerMetrics(self.registry)
+        self.events = EventMetrics(self.registry)
 
     def init_controller(self, name: str) -> None:
         """Create a controller's series at zero, as controller-runtime does at start-up,
@@ -38,6 +40,7 @@ class ControllerMetrics:
 __all__ = [
     "ControllerMetrics",
     "DomainMetrics",
+    "EventMetrics",
     "InformerMetrics",
     "ReconcileMetrics",
     "WorkqueueMetrics",

@@ -19,6 +19,8 @@ class Context:
     status: StatusWriter
 
     @classmethod
-    def create(cls, client: KubeClient, cache: Cache) -> Context:
-        recorder = EventRecorder(client)
+    def create(
+        cls, client: KubeClient, cache: Cache, recorder: EventRecorder | None = None
+    ) -> Context:
+        recorder = recorder or EventRecorder(client)
         return cls(client, cache, recorder, StatusWriter(client, recorder))

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from bench import pipeline_bench, queue_bench
+import pytest
+
+from bench import harness, queue_bench
 from bench.report import table
+from bench.workload import MODELS
 
 
 async def test_queue_bench_counts_dedup() -> None:
@@ -12,13 +15,35 @@ async def test_queue_bench_counts_dedup() -> None:
     assert results[1].dedup == 10.0
 
 
-async def test_pipeline_bench_sees_every_status() -> None:
-    result = await pipeline_bench.run(60, workers=2)
+async def test_product_burst_sees_every_status_and_reports_memory() -> None:
+    result = await harness.run("product", MODELS, objects=60, workers=2)
     assert result.objects == 60
-    assert result.reconciles >= 60
-    assert result.events >= 60
+    assert len(result.latencies_ms) == 60
     assert 0 < result.p50_ms <= result.p99_ms
-    assert result.bytes_per_object > 500  # a cached Model with its status is not tiny
+    stats = result.stats
+    assert stats["objects"] == 61  # and the warm-up object
+    # One reconcile per Model: its own status echo is filtered.
+    assert stats["reconciles"] == 61
+    # Two condition transitions per Model, each one Event, none dropped.
+    assert (stats["events_written"], stats["events_dropped"]) == (122, 0)
+    assert stats["cache_bytes_per_object"] > 500  # a cached Model with its status is not tiny
+
+
+async def test_ceiling_handles_every_object() -> None:
+    result = await harness.run("ceiling", MODELS, objects=60, workers=2)
+    assert len(result.latencies_ms) == 60
+
+
+async def test_steady_load_creates_at_the_rate_asked() -> None:
+    result = await harness.run("product", MODELS, rate=40, seconds=0.5, workers=2)
+    assert result.objects == 20
+    assert len(result.latencies_ms) == 20
+
+
+@pytest.mark.skipif(not harness.kopf_installed(), reason="kopf (the bench extra) not installed")
+async def test_kopf_does_the_same_job() -> None:
+    result = await harness.run("kopf", MODELS, objects=20)
+    assert len(result.latencies_ms) == 20
 
 
 def test_table_aligns_columns() -> None:

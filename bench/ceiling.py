@@ -1,0 +1,155 @@
+"""The server's ceiling: the least code that does the product's writes, on plain aiohttp.
+
+List, then watch from the list's resourceVersion; every object without status goes to N
+workers; each makes one status PATCH (the same fields the Model reconciler writes) and
+hands the same two Events to a pool of background writers (as many as the product's
+recorder has, so Events do not crowd out status writes). No cache, no queue semantics,
+no retries: whatever the product does beyond this is overhead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+import aiohttp
+
+Obj = dict[str, Any]
+MODELS = "/apis/inference.llmkube.dev/v1alpha1"
+MERGE = {"Content-Type": "application/merge-patch+json"}
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _status(obj: Obj) -> Obj:
+    now = _now()
+    gen = obj["metadata"].get("generation", 1)
+    gpu = (obj.get("spec") or {}).get("hardware", {}).get("gpu") or {}
+
+    def cond(type_: str, reason: str, message: str) -> Obj:
+        return {
+            "type": type_,
+            "status": "True",
+            "reason": reason,
+            "message": message,
+            "lastTransitionTime": now,
+            "observedGeneration": gen,
+        }
+
+    return {
+        "phase": "Ready",
+        "gpu": {"count": gpu.get("count", 1), "claims": [], "attachment": "device-plugin"},
+        "observedGeneration": gen,
+        "conditions": [
+            cond("AcceleratorReady", "DevicePluginGPUs", "gpus requested through the plugin"),
+            cond("Ready", "Ready", "model can be served"),
+        ],
+    }
+
+
+def _event(obj: Obj, reason: str, message: str) -> Obj:
+    meta = obj["metadata"]
+    now = _now()
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": f"{meta['name']}.{uuid.uuid4().hex[:10]}"},
+        "involvedObject": {
+            "apiVersion": obj.get("apiVersion"),
+            "kind": obj.get("kind"),
+            "name": meta["name"],
+            "namespace": meta["namespace"],
+            "uid": meta.get("uid"),
+        },
+        "type": "Normal",
+        "reason": reason,
+        "message": message,
+        "source": {"component": "ceiling", "host": socket.gethostname()},
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "count": 1,
+    }
+
+
+class Busy:
+    """Whether work is queued or in flight, for the bench's "all writes done" time."""
+
+    def __init__(self) -> None:
+        self.active = 0
+        self.queues: list[asyncio.Queue[Any]] = []
+
+    @property
+    def idle(self) -> bool:
+        return not self.active and all(q.empty() for q in self.queues)
+
+    def __enter__(self) -> None:
+        self.active += 1
+
+    def __exit__(self, *_: object) -> None:
+        self.active -= 1
+
+
+async def run(
+    url: str,
+    workers: int,
+    events: int,
+    ready: asyncio.Event,
+    busy: Busy,
+    event_writers: int = 8,
+) -> None:
+    connector = aiohttp.TCPConnector(limit=workers + 8)
+    timeout = aiohttp.ClientTimeout(total=None, sock_read=None)
+    async with aiohttp.ClientSession(url, connector=connector, timeout=timeout) as session:
+        todo: asyncio.Queue[Obj] = asyncio.Queue()
+        to_post: asyncio.Queue[tuple[Obj, str]] = asyncio.Queue()
+
+        async def event_writer() -> None:
+            while True:
+                obj, reason = await to_post.get()
+                with busy:
+                    ns = obj["metadata"]["namespace"]
+                    body = _event(obj, reason, "written by the ceiling loop")
+                    async with session.post(f"/api/v1/namespaces/{ns}/events", json=body) as r:
+                        await r.read()
+
+        async def worker() -> None:
+            while True:
+                obj = await todo.get()
+                with busy:
+                    ns, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
+                    path = f"{MODELS}/namespaces/{ns}/models/{name}/status"
+                    body = json.dumps({"status": _status(obj)})
+                    async with session.patch(path, data=body, headers=MERGE) as r:
+                        await r.read()
+                    for reason in ("AcceleratorReady", "Ready")[:events]:
+                        to_post.put_nowait((obj, reason))
+
+        busy.queues = [todo, to_post]
+        tasks = [asyncio.create_task(worker()) for _ in range(workers)]
+        tasks += [asyncio.create_task(event_writer()) for _ in range(event_writers)]
+        try:
+            async with session.get(f"{MODELS}/models") as r:
+                listed = await r.json()
+            for obj in listed["items"]:
+                if not obj.get("status"):
+                    todo.put_nowait(obj)
+            rv = listed["metadata"]["resourceVersion"]
+            ready.set()
+            while True:
+                query = {"watch": "1", "resourceVersion": rv, "timeoutSeconds": "3600"}
+                async with session.get(f"{MODELS}/models", params=query) as r:
+                    async for line in r.content:
+                        event = json.loads(line)
+                        obj = event["object"]
+                        rv = obj["metadata"].get("resourceVersion", rv)
+                        if event["type"] == "ADDED" and not obj.get("status"):
+                            todo.put_nowait(obj)
+        finally:
+            for t in tasks:
+                t.cancel()

@@ -1,0 +1,252 @@
+"""Drive one system under test (SUT) against a fresh test API server, from outside.
+
+Three processes, as in production: the API server, the SUT (product, ceiling or kopf)
+and this one, which creates the objects and watches for the SUT's writes with a client
+of its own. A burst run creates N objects at once (64 in flight) and times until every
+object is handled; a steady run creates objects at a fixed rate and reports latency
+from just before each create to the moment the watcher sees it handled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from app.manifests import install_crds
+from controller.informer import Event, Informer
+from controller.kube import KubeClient
+from testserver.process import ApiServerProcess
+
+from .workload import Workload
+
+CONCURRENCY = 64
+KOPF_OPERATOR = Path(__file__).with_name("kopf_operator.py")
+REPO = Path(__file__).resolve().parent.parent  # so `python -m bench.sut` imports this tree
+
+
+def kopf_installed() -> bool:
+    try:
+        import kopf  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@dataclass
+class RunResult:
+    sut: str
+    objects: int
+    seconds: float
+    latencies_ms: list[float]
+    stats: dict[str, Any] = field(default_factory=dict)
+    started_at: float = 0.0  # wall clock, to compare with the SUT's busy_until
+
+    @property
+    def per_second(self) -> float:
+        return self.objects / self.seconds
+
+    @property
+    def drained_seconds(self) -> float:
+        """Until every write (status and Events) was done: the SUT's own account."""
+        busy_until = self.stats.get("busy_until")
+        return max(self.seconds, busy_until - self.started_at) if busy_until else self.seconds
+
+    @property
+    def drained_per_second(self) -> float:
+        return self.objects / self.drained_seconds
+
+    def percentile(self, q: float) -> float:
+        xs = self.latencies_ms
+        return xs[min(len(xs) - 1, int(len(xs) * q))] if xs else 0.0
+
+    @property
+    def p50_ms(self) -> float:
+        return statistics.median(self.latencies_ms) if self.latencies_ms else 0.0
+
+    @property
+    def p99_ms(self) -> float:
+        return self.percentile(0.99)
+
+
+def _command(sut: str, url: str, workers: int) -> list[str]:
+    if sut == "kopf":
+        return [
+            sys.executable,
+            "-m",
+            "kopf",
+            "run",
+            "--standalone",
+            "--all-namespaces",
+            "--quiet",
+            str(KOPF_OPERATOR),
+        ]
+    kind, _, quiet = sut.partition("-")  # "product-quiet": the product without Events
+    events = "0" if quiet else "2"
+    return [
+        sys.executable,
+        "-m",
+        "bench.sut",
+        kind,
+        url,
+        "--workers",
+        str(workers),
+        "--events",
+        events,
+    ]
+
+
+class _Sut:
+    """The SUT's process; READY on its stdout (kopf: the first object handled) means it runs."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+
+    @classmethod
+    async def start(cls, sut: str, url: str, workers: int) -> _Sut:
+        env = {**os.environ, "BENCH_SERVER": url}
+        proc = await asyncio.create_subprocess_exec(
+            *_command(sut, url, workers),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
+            env=env,
+            cwd=REPO,
+        )
+        if sut != "kopf":
+            assert proc.stdout is not None
+            line = (await asyncio.wait_for(proc.stdout.readline(), 60)).decode().strip()
+            if line != "READY":
+                proc.kill()
+                raise RuntimeError(f"{sut} did not start: {line!r}")
+        return cls(proc)
+
+    async def stop(self) -> dict[str, Any]:
+        stats: dict[str, Any] = {}
+        if self.proc.returncode is None:
+            self.proc.terminate()
+        assert self.proc.stdout is not None
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(120):
+                async for raw in self.proc.stdout:
+                    line = raw.decode()
+                    if line.startswith("STATS "):
+                        stats = json.loads(line[6:])
+                await self.proc.wait()
+        if self.proc.returncode is None:
+            self.proc.kill()
+            await self.proc.wait()
+        return stats
+
+
+class _Watcher:
+    """When each object was first seen handled, from this process's own watch."""
+
+    def __init__(self, client: KubeClient, workload: Workload) -> None:
+        self.workload = workload
+        self.handled: dict[str, float] = {}
+        self.wanted = 0
+        self.all_handled = asyncio.Event()
+        self.informer = Informer(client, workload.resource)
+        self.informer.add_handler(self._on_event)
+
+    def _on_event(self, event: Event) -> None:
+        name = event.obj["metadata"]["name"]
+        if name not in self.handled and self.workload.handled(event.obj):
+            self.handled[name] = time.perf_counter()
+            if self.wanted and len(self.handled) >= self.wanted:
+                self.all_handled.set()
+
+    async def until(self, name: str, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while name not in self.handled:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{name} was not handled")
+            await asyncio.sleep(0.01)
+
+
+async def run(
+    sut: str,
+    workload: Workload,
+    *,
+    objects: int = 0,
+    rate: float = 0.0,
+    seconds: float = 0.0,
+    workers: int = 16,
+) -> RunResult:
+    """A burst of `objects`, or (rate > 0) `rate` objects per second for `seconds`."""
+    count = int(rate * seconds) if rate > 0 else objects
+    server = await ApiServerProcess.start("--history", str(count * 8 + 1000))
+    client = await KubeClient.connect(server.url, timeout=120)
+    watcher_client = await KubeClient.connect(server.url, timeout=120)
+    # The load generator is plain aiohttp without proxy lookups, so that it is not the
+    # bottleneck it would be through kubernetes-asyncio (its session has trust_env=True).
+    loader = aiohttp.ClientSession(
+        server.url, connector=aiohttp.TCPConnector(limit=CONCURRENCY + 8)
+    )
+    sut_proc: _Sut | None = None
+    watch_task: asyncio.Task[None] | None = None
+    try:
+        await install_crds(client)
+        for rt, obj in workload.setup():
+            await client.create(rt, obj)
+        watcher = _Watcher(watcher_client, workload)
+        watch_task = asyncio.create_task(watcher.informer.run())
+        await watcher.informer.synced.wait()
+        sut_proc = await _Sut.start(sut, server.url, workers)
+        # Warm up: the SUT has listed, watches and handles (and kopf has started at all).
+        warm = workload.make(10_000_000)
+        await client.create(workload.resource, warm)
+        await watcher.until(warm["metadata"]["name"])
+        watcher.wanted = count + 1
+        created: dict[str, float] = {}
+
+        async def create(i: int) -> None:
+            obj = workload.make(i)
+            path = workload.resource.collection_path(obj["metadata"].get("namespace"))
+            created[obj["metadata"]["name"]] = time.perf_counter()
+            async with loader.post(path, json=obj) as response:
+                if response.status >= 300:
+                    raise RuntimeError(f"create failed: {response.status} {await response.text()}")
+
+        started_at = time.time()
+        start = time.perf_counter()
+        if rate > 0:
+            tasks = []
+            for i in range(count):
+                delay = start + i / rate - time.perf_counter()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                tasks.append(asyncio.create_task(create(i)))
+            await asyncio.gather(*tasks)
+        else:
+            indexes = iter(range(count))
+
+            async def load() -> None:
+                for i in indexes:
+                    await create(i)
+
+            await asyncio.gather(*(load() for _ in range(CONCURRENCY)))
+        await asyncio.wait_for(watcher.all_handled.wait(), timeout=max(120, count / 20))
+        elapsed = time.perf_counter() - start
+        latencies = sorted((watcher.handled[n] - t) * 1000 for n, t in created.items())
+        stats = await sut_proc.stop()
+        sut_proc = None
+        return RunResult(sut, count, elapsed, latencies, stats, started_at)
+    finally:
+        if sut_proc is not None:
+            await sut_proc.stop()
+        if watch_task is not None:
+            watch_task.cancel()
+        await loader.close()
+        await client.close()
+        await watcher_client.close()
+        await server.stop()

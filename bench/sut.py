@@ -1,0 +1,138 @@
+"""A system under test, in its own process as it would run: `python -m bench.sut KIND URL`.
+
+KIND is `product` (the controller's Manager) or `ceiling` (bench.ceiling); with
+`--events 0` neither writes Events (the product's recorder has no room: each Event is
+dropped and counted), for the comparison with kopf, which writes none. It prints
+READY once it watches, runs until SIGTERM, then prints one `STATS {json}` line: what it
+did and the memory it holds per cached object (product only).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import gc
+import json
+import os
+import signal
+import time
+from collections.abc import Callable
+from typing import Any
+
+from app.controllers import reconcilers
+from controller import logging as log_setup
+from controller.kube import KubeClient
+from controller.manager import Manager, ManagerConfig
+from controller.resources import MODEL
+
+from . import ceiling
+from .workload import deep_size, rss_bytes
+
+
+async def _track_busy(idle: Callable[[], bool], stats: dict[str, Any]) -> None:
+    """Record the wall-clock time work was last seen queued or in flight."""
+    while True:
+        if not idle():
+            stats["busy_until"] = time.time()
+        await asyncio.sleep(0.005)
+
+
+async def _until_sigterm() -> None:
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    await stop.wait()
+
+
+async def product(url: str, workers: int, events: int) -> dict[str, Any]:
+    client = await KubeClient.connect(url, timeout=120)
+    manager = Manager(
+        client, ManagerConfig(http_port=None, workers=workers), reconcilers=reconcilers()
+    )
+    if not events:
+        manager.recorder.buffer = 0
+    await manager.start()
+    await manager.wait_synced()
+    gc.collect()
+    rss_before = rss_bytes()
+    stats: dict[str, Any] = {}
+
+    def idle() -> bool:
+        q = manager.queue
+        return not (len(q) or q.processing or manager.recorder.queued)
+
+    tracker = asyncio.create_task(_track_busy(idle, stats))
+    print("READY", flush=True)
+    await _until_sigterm()
+    await manager.wait_idle(timeout=60)
+    tracker.cancel()
+    gc.collect()
+    rss = rss_bytes() - rss_before
+    cached = manager.cache.informers[MODEL].store.list()
+    n = max(1, len(cached))
+    memo = manager.reconcilers["model"].ctx.status._written  # type: ignore[attr-defined]
+    sample = manager.metrics.registry.get_sample_value
+
+    def metric(name: str, **labels: str) -> float:
+        return sample(name, labels) or 0.0
+
+    stats |= {
+        "objects": len(cached),
+        "reconciles": metric(
+            "controller_runtime_reconcile_total", controller="model", result="success"
+        ),
+        "events_written": metric("llmkube_events_written_total", action="create")
+        + metric("llmkube_events_written_total", action="patch"),
+        "events_dropped": sum(
+            metric("llmkube_events_dropped_total", reason=r)
+            for r in ("buffer_full", "spam", "write_error")
+        ),
+        "cache_bytes_per_object": sum(deep_size(o) for o in cached) / n,
+        "memo_bytes_per_object": deep_size(memo) / n,
+        "rss_bytes_per_object": rss / n,
+    }
+    await manager.stop()
+    await client.close()
+    return stats
+
+
+async def run_ceiling(url: str, workers: int, events: int) -> dict[str, Any]:
+    ready, busy = asyncio.Event(), ceiling.Busy()
+    stats: dict[str, Any] = {}
+    task = asyncio.create_task(ceiling.run(url, workers, events, ready, busy))
+    await ready.wait()
+    tracker = asyncio.create_task(_track_busy(lambda: busy.idle, stats))
+    print("READY", flush=True)
+    await _until_sigterm()
+    for _ in range(6000):  # its queued Events, for up to a minute
+        if busy.idle:
+            break
+        await asyncio.sleep(0.01)
+    tracker.cancel()
+    task.cancel()
+    return stats
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("kind", choices=["product", "ceiling"])
+    parser.add_argument("url")
+    parser.add_argument("--workers", type=int, default=16)
+    parser.add_argument("--events", type=int, default=2, help="Events per object; 0: none")
+    args = parser.parse_args()
+    log_setup.configure("error")
+    profile = cProfile.Profile() if os.environ.get("BENCH_PROFILE") else None
+    if profile is not None:  # BENCH_PROFILE=dir: a pstats file per SUT process
+        profile.enable()
+    if args.kind == "product":
+        stats = asyncio.run(product(args.url, args.workers, args.events))
+    else:
+        stats = asyncio.run(run_ceiling(args.url, args.workers, args.events))
+    if profile is not None:
+        profile.disable()
+        profile.dump_stats(f"{os.environ['BENCH_PROFILE']}/{args.kind}-{os.getpid()}.pstats")
+    print("STATS " + json.dumps(stats), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,70 @@
+"""Max concurrent reconciles are per controller: one controller's limit is its own."""
+
+from __future__ import annotations
+
+import asyncio
+
+from app.manifests import apply_text
+from controller.kube import KubeClient
+from controller.manager import Manager, ManagerConfig
+from controller.reconcile import Request, Result, Watch
+from controller.resources import MODEL, ResourceType
+
+from .conftest import eventually, model_yaml
+
+CPU = "      enabled: false"
+
+
+class Blocking:
+    """A reconciler that holds every reconcile until released, counting how many run."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.running = 0
+        self.peak = 0
+        self.release = asyncio.Event()
+
+    @property
+    def primary(self) -> ResourceType:
+        return MODEL
+
+    def watches(self) -> list[Watch]:
+        return [Watch(MODEL, lambda e: [Request(self.name, "default", e.obj["metadata"]["name"])])]
+
+    async def reconcile(self, request: Request) -> Result:
+        self.running += 1
+        self.peak = max(self.peak, self.running)
+        await self.release.wait()
+        self.running -= 1
+        return Result()
+
+
+async def test_each_controller_runs_at_most_its_own_limit(kube: KubeClient) -> None:
+    slow, fast = Blocking("slow"), Blocking("fast")
+    config = ManagerConfig(http_port=None, workers=5, max_concurrent_reconciles={"slow": 2})
+    manager = Manager(kube, config, reconcilers=[lambda *_: slow, lambda *_: fast])
+    await manager.start()
+    try:
+        for i in range(8):
+            await apply_text(kube, model_yaml(f"m{i}", CPU))
+
+        async def saturated() -> bool:
+            return slow.running == 2 and fast.running == 5
+
+        await eventually(saturated, what="both controllers at their limits")
+        await asyncio.sleep(0.2)  # give an extra worker, if there were one, time to start
+        assert (slow.peak, fast.peak) == (2, 5)
+        gauge = manager.metrics.registry.get_sample_value
+        assert gauge("controller_runtime_max_concurrent_reconciles", {"controller": "slow"}) == 2
+        assert gauge("controller_runtime_max_concurrent_reconciles", {"controller": "fast"}) == 5
+        slow.release.set()
+        fast.release.set()
+        await manager.wait_idle()
+    finally:
+        await manager.stop()
+
+
+def test_defaults_are_sized_for_throughput() -> None:
+    config = ManagerConfig()
+    assert config.workers >= 8
+    assert config.max_concurrent_reconciles == {"gpuquota": 2}

@@ -1,0 +1,100 @@
+"""Watch predicates: a reconciler's own status writes do not wake it again; spec,
+labels, annotations and deletion do; secondary watches see every change."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.manifests import apply_text
+from controller.informer import ADDED, DELETED, MODIFIED, Event
+from controller.kube import KubeClient
+from controller.manager import Manager
+from controller.reconcile import (
+    PRIMARY_DEFAULT,
+    annotations_changed,
+    deletion_started,
+    generation_changed,
+    labels_changed,
+)
+from controller.resources import MODEL
+
+from .conftest import isvc_yaml, model_yaml, reconciles, wait_condition
+
+CPU = "      enabled: false"
+
+
+def m(generation: int | None = 1, status: str = "", **meta: Any) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": "m", "namespace": "default", **meta}
+    if generation is not None:
+        metadata["generation"] = generation
+    return {"metadata": metadata, "status": {"phase": status}}
+
+
+def update(old: dict[str, Any], new: dict[str, Any]) -> Event:
+    return Event(MODIFIED, new, old)
+
+
+def test_status_only_update_is_filtered() -> None:
+    assert not PRIMARY_DEFAULT(update(m(1, "Pending"), m(1, "Ready")))
+
+
+def test_each_meaningful_change_passes() -> None:
+    assert generation_changed(update(m(1), m(2)))
+    assert labels_changed(update(m(labels={"a": "1"}), m(labels={"a": "2"})))
+    assert annotations_changed(update(m(), m(annotations={"x": "y"})))
+    deleting = m(deletionTimestamp="2026-01-01T00:00:00Z", finalizers=["f"])
+    assert deletion_started(update(m(finalizers=["f"]), deleting))
+    done = m(deletionTimestamp="2026-01-01T00:00:00Z", finalizers=[])
+    assert deletion_started(update(deleting, done))
+    for event in (
+        update(m(1), m(2)),
+        update(m(labels={"a": "1"}), m()),
+        update(m(), m(annotations={"x": "y"})),
+        update(m(finalizers=["f"]), deleting),
+    ):
+        assert PRIMARY_DEFAULT(event)
+
+
+def test_adds_deletes_and_objects_without_generation_always_pass() -> None:
+    assert PRIMARY_DEFAULT(Event(ADDED, m()))
+    assert PRIMARY_DEFAULT(Event(DELETED, m()))
+    assert PRIMARY_DEFAULT(Event(MODIFIED, m()))  # no old object: a relist cannot compare
+    assert PRIMARY_DEFAULT(update(m(None, "a"), m(None, "b")))
+
+
+async def test_own_status_write_costs_no_reconcile(kube: KubeClient, controller: Manager) -> None:
+    await apply_text(kube, model_yaml("m", CPU))
+    await wait_condition(kube, MODEL, "m", "Ready", "True")
+    await controller.wait_idle()
+    # Created once, reconciled once: the status echo was filtered.
+    assert reconciles(controller, "model") == 1
+
+    obj = await kube.get(MODEL, "default", "m")
+    assert obj is not None
+    await kube.patch(MODEL, "default", "m", {"metadata": {"labels": {"team": "a"}}})
+    await controller.wait_idle()
+    assert reconciles(controller, "model") == 2
+
+    await kube.patch(MODEL, "default", "m", {"spec": {"format": "gguf"}})
+    await controller.wait_idle()
+    assert reconciles(controller, "model") == 3
+    obj = await kube.get(MODEL, "default", "m")
+    assert obj is not None
+    assert obj["metadata"]["generation"] == 2
+    assert obj["status"]["observedGeneration"] == 2
+
+
+async def test_secondary_watches_still_see_status_changes(
+    kube: KubeClient, controller: Manager
+) -> None:
+    # The InferenceService reconciler watches Models without predicates: a Model's status
+    # change (it becoming Ready) must reach it, while the Model reconciler ignores it.
+    await apply_text(kube, model_yaml("m", CPU))
+    await apply_text(kube, isvc_yaml("svc", "m"))
+    await wait_condition(kube, MODEL, "m", "Ready", "True")
+    await controller.wait_idle()
+    models, services = reconciles(controller, "model"), reconciles(controller, "inferenceservice")
+    await kube.patch(MODEL, "default", "m", {"status": {"phase": "Pending"}}, subresource="status")
+    await controller.wait_idle()
+    assert reconciles(controller, "model") == models
+    assert reconciles(controller, "inferenceservice") == services + 1
