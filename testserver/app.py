@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import contextvars
 import copy
 import json
 import uuid
@@ -25,6 +26,7 @@ from .admission import Admission, Request
 from .discovery import discovery
 from .errors import error_response
 from .faults import FaultBook, FaultRule
+from .openapi import openapi
 from .patches import APPLY, apply_patch
 from .protobuf import PROTOBUF, decode
 from .registry import Registered, Registry
@@ -36,6 +38,9 @@ from .tables import to_table, wants_table
 from .watch import watch
 
 _SNAPSHOTS = 64  # paged lists whose continue tokens still read their snapshot
+# The request's fieldValidation (Ignore, Warn, Strict) and the warnings it collected.
+_FIELD_VALIDATION: contextvars.ContextVar[str] = contextvars.ContextVar("fv", default="Warn")
+_WARNINGS: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("w", default=None)
 
 
 @dataclass
@@ -69,8 +74,13 @@ def _set_path(obj: Obj, path: str, value: Any) -> None:
 
 
 class ApiServer:
-    def __init__(self, storage: Storage, bookmark_interval: float = 1.0) -> None:
+    def __init__(
+        self, storage: Storage, bookmark_interval: float = 1.0, enforce_schemas: bool = True
+    ) -> None:
         self.storage = storage
+        # Off: store custom resources unvalidated, as a cluster whose CRDs are older (looser)
+        # than the objects sent; pruning and defaults are skipped too.
+        self.enforce_schemas = enforce_schemas
         self.bookmark_interval = bookmark_interval
         self.faults = FaultBook()
         self.registry = Registry()
@@ -120,6 +130,9 @@ class ApiServer:
             if request.method == "GET" and (listing := discovery(self.registry, request.path)):
                 return _json(listing)
             target = self.resolve(request.path)
+            _FIELD_VALIDATION.set(request.query.get("fieldValidation") or "Warn")
+            warnings: list[str] = []
+            _WARNINGS.set(warnings)
             if request.method == "GET":
                 if is_watch:
                     return await self.watch(request, target, fault)
@@ -129,12 +142,16 @@ class ApiServer:
                 return await self.delete(target, dry_run)
             body = await self.read_body(request)
             if request.method == "POST":
-                return await self.create(target, body, dry_run)
-            if request.method == "PUT":
-                return await self.replace(target, body, dry_run)
-            if request.method == "PATCH":
-                return await self.patch(request, target, body, dry_run)
-            return error_response(405, "MethodNotAllowed", request.method)
+                resp = await self.create(target, body, dry_run)
+            elif request.method == "PUT":
+                resp = await self.replace(target, body, dry_run)
+            elif request.method == "PATCH":
+                resp = await self.patch(request, target, body, dry_run)
+            else:
+                return error_response(405, "MethodNotAllowed", request.method)
+            for warning in warnings:
+                resp.headers.add("Warning", f'299 - "{warning}"')
+            return resp
         except StorageError as e:
             return error_response(e.code, e.reason, e.message, e.details)
 
@@ -265,8 +282,15 @@ class ApiServer:
         reg = t.reg
         meta = obj.setdefault("metadata", {})
         name = meta.get("name") or meta.get("generateName") or ""
-        if reg.schema is not None:
-            causes = reg.schema.admit(obj, old)
+        if reg.schema is not None and self.enforce_schemas:
+            dropped: list[str] = []
+            causes = reg.schema.admit(obj, old, dropped)
+            mode = _FIELD_VALIDATION.get()
+            if dropped and mode == "Strict":
+                unknown = ", ".join(f'unknown field "{p}"' for p in dropped)
+                raise StorageError(400, "BadRequest", f"strict decoding error: {unknown}")
+            if dropped and mode == "Warn" and (warnings := _WARNINGS.get()) is not None:
+                warnings.extend(f'unknown field \\"{p}\\"' for p in dropped)
             if causes:
                 message, details = invalid_error_details(reg.rt.kind, reg.rt.group, name, causes)
                 raise StorageError(422, "Invalid", message, details)
@@ -469,6 +493,9 @@ class ApiServer:
         if action == "requests" and request.method == "DELETE":
             self.faults.requests.clear()
             return web.json_response({})
+        if action == "schema-validation" and request.method in ("PUT", "POST"):
+            self.enforce_schemas = bool((await request.json()).get("enforce", True))
+            return web.json_response({"enforce": self.enforce_schemas})
         if action == "compact":
             self.storage.compact()
             return web.json_response({"compactedResourceVersion": self.storage.compacted_rv})
@@ -485,10 +512,11 @@ def make_app(
     bookmark_interval: float = 1.0,
     history: int = 10_000,
     simulate: dict[str, int] | None = None,
+    enforce_schemas: bool = True,
 ) -> web.Application:
     """simulate: {"dra": N, "plugin": M} runs a simulated cluster with those GPUs."""
     storage = Storage(history=history)
-    server = ApiServer(storage, bookmark_interval)
+    server = ApiServer(storage, bookmark_interval, enforce_schemas)
     if simulate is not None:
         ClusterSimulator(
             storage, dra_gpus=simulate.get("dra", 0), plugin_gpus=simulate.get("plugin", 0)
@@ -504,6 +532,15 @@ def make_app(
 
     app.router.add_get("/version", version)
     app.router.add_get("/healthz", healthz)
+
+    async def openapi_v3(request: web.Request) -> web.Response:
+        doc = openapi(server.registry, request.path)
+        if doc is None:
+            return error_response(404, "NotFound", f"the server could not find {request.path}")
+        return web.json_response(doc)
+
+    app.router.add_get("/openapi/v3", openapi_v3)
+    app.router.add_get("/openapi/v3/{tail:.*}", openapi_v3)
     app.router.add_get("/api", server.handle)
     app.router.add_get("/apis", server.handle)
     app.router.add_route("*", "/_testserver/{action}", server.control)

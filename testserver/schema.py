@@ -65,8 +65,10 @@ def _preserves(schema: Obj) -> bool:
     return bool(schema.get("x-kubernetes-preserve-unknown-fields"))
 
 
-def prune(value: Any, schema: Obj, root: bool = False) -> Any:
-    """Drop fields the schema does not specify, in place; returns the value."""
+def prune(
+    value: Any, schema: Obj, root: bool = False, path: str = "", dropped: list[str] | None = None
+) -> Any:
+    """Drop fields the schema does not specify, in place; dropped collects their paths."""
     if isinstance(value, dict):
         props = schema.get("properties")
         extra = schema.get("additionalProperties")
@@ -77,14 +79,16 @@ def prune(value: Any, schema: Obj, root: bool = False) -> Any:
                     _prune_embedded_metadata(value[key])
                 continue
             if props is not None and key in props:
-                prune(value[key], props[key])
+                prune(value[key], props[key], path=_join(path, key), dropped=dropped)
             elif isinstance(extra, dict):
-                prune(value[key], extra)
+                prune(value[key], extra, path=_join(path, key), dropped=dropped)
             elif not _preserves(schema) and extra is not True:
                 del value[key]
+                if dropped is not None:
+                    dropped.append(_join(path, key))
     elif isinstance(value, list) and isinstance(schema.get("items"), dict):
-        for item in value:
-            prune(item, schema["items"])
+        for i, item in enumerate(value):
+            prune(item, schema["items"], path=f"{path}[{i}]", dropped=dropped)
     return value
 
 
@@ -373,9 +377,11 @@ class VersionSchema:
 
     schema: Obj
 
-    def admit(self, obj: Obj, old: Obj | None) -> list[Cause]:
-        """Prune and default obj in place, then return its field errors (empty if valid)."""
-        prune(obj, self.schema, root=True)
+    def admit(self, obj: Obj, old: Obj | None, dropped: list[str] | None = None) -> list[Cause]:
+        """Prune and default obj in place, then return its field errors (empty if valid).
+
+        dropped collects the paths of pruned unknown fields (for fieldValidation)."""
+        prune(obj, self.schema, root=True, dropped=dropped)
         default(obj, self.schema)
         return Validator(self.schema).run(obj, old)
 
