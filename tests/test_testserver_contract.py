@@ -101,7 +101,8 @@ async def test_paged_lists_are_snapshots(apiserver: ApiServerProcess) -> None:
             assert o["data"]["k"] == o["metadata"]["name"]
     assert seen == ["c0", "c1", "c2", "c3", "c4"]
     _, page = await call(url, "GET", f"{CMS}?limit=2")
-    await apiserver.control("POST", "compact")
+    await call(url, "POST", CMS, cm("after"))
+    await apiserver.control("POST", "compact")  # history before "after" is gone
     status, body = await call(url, "GET", f"{CMS}?limit=2&continue={page['metadata']['continue']}")
     assert status == 410 and body["reason"] == "Expired"
     status, body = await call(url, "GET", f"{CMS}?limit=2&continue=bm90LWEtdG9rZW4=")
