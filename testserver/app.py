@@ -23,6 +23,7 @@ import yaml
 from aiohttp import web
 
 from .admission import Admission, Request
+from .apply import record_update, server_side_apply
 from .discovery import discovery
 from .errors import error_response
 from .faults import FaultBook, FaultRule
@@ -41,6 +42,10 @@ _SNAPSHOTS = 64  # paged lists whose continue tokens still read their snapshot
 # The request's fieldValidation (Ignore, Warn, Strict) and the warnings it collected.
 _FIELD_VALIDATION: contextvars.ContextVar[str] = contextvars.ContextVar("fv", default="Warn")
 _WARNINGS: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("w", default=None)
+# The request's fieldManager query ("" when the client named none) and its User-Agent.
+_FIELD_MANAGER: contextvars.ContextVar[tuple[str, str]] = contextvars.ContextVar(
+    "fm", default=("", "")
+)
 
 
 @dataclass
@@ -131,6 +136,8 @@ class ApiServer:
                 return _json(listing)
             target = self.resolve(request.path)
             _FIELD_VALIDATION.set(request.query.get("fieldValidation") or "Warn")
+            agent = request.headers.get("User-Agent", "unknown").split("/")[0]
+            _FIELD_MANAGER.set((request.query.get("fieldManager", ""), agent))
             warnings: list[str] = []
             _WARNINGS.set(warnings)
             if request.method == "GET":
@@ -327,6 +334,9 @@ class ApiServer:
         if not meta.get("name") and not meta.get("generateName"):
             raise StorageError(422, "Invalid", "metadata.name: Required value")
         await self._admit(t, "CREATE", obj, None, dry_run)
+        named, _ = _FIELD_MANAGER.get()
+        if named and "managedFields" not in meta:
+            self._record_update(t, {}, obj, named, "")
         if dry_run:
             return _json(obj, status=201)
         created = self.storage.create(t.reg.rt, t.namespace or "", obj, share=True)
@@ -344,8 +354,26 @@ class ApiServer:
         old = self.storage.view(t.reg.rt, t.namespace or "", t.name)
         return await self._store_update(t, obj, old, dry_run)
 
+    def _record_update(self, t: Target, old: Obj, new: Obj, manager: str, sub: str) -> None:
+        reg = t.reg
+        record_update(
+            old,
+            new,
+            manager=manager,
+            schema=reg.schema.schema if reg.schema else None,
+            builtin=not reg.custom,
+            status=not reg.has_status or sub == "status",
+            subresource=sub,
+        )
+
     async def _store_update(
-        self, t: Target, obj: Obj, old: Obj, dry_run: bool, sub: str | None = None
+        self,
+        t: Target,
+        obj: Obj,
+        old: Obj,
+        dry_run: bool,
+        sub: str | None = None,
+        applied: bool = False,
     ) -> web.Response:
         sub = t.subresource if sub is None else sub
         obj["apiVersion"], obj["kind"] = t.reg.rt.api_version, t.reg.rt.kind
@@ -363,6 +391,9 @@ class ApiServer:
                 else:
                     candidate.pop("status", None)
         await self._admit(t, "UPDATE", candidate, old, dry_run)
+        named, agent = _FIELD_MANAGER.get()
+        if not applied and (named or (old.get("metadata") or {}).get("managedFields")):
+            self._record_update(t, old, candidate, named or agent, sub)
         if dry_run:
             return _json(candidate)
         if sub == "status" and not candidate["metadata"].get("resourceVersion"):
@@ -389,14 +420,9 @@ class ApiServer:
             return await self._write_scale(
                 t, lambda scale: apply_patch(request.content_type, scale, body), dry_run
             )
-        try:
-            current = self.storage.view(t.reg.rt, ns, t.name)
-        except StorageError as e:
-            if e.code == 404 and request.content_type == APPLY and not t.subresource:
-                obj = self._check_body(t, body)
-                obj.setdefault("metadata", {})["name"] = t.name
-                return await self._store_new(t, obj, dry_run)
-            raise
+        if request.content_type == APPLY:
+            return await self._apply(request, t, body, dry_run)
+        current = self.storage.view(t.reg.rt, ns, t.name)
         patched = apply_patch(request.content_type, current, body)
         if not isinstance(patched, dict):
             raise StorageError(422, "Invalid", "patch must produce an object")
@@ -408,6 +434,40 @@ class ApiServer:
             patch_rv or current["metadata"]["resourceVersion"]
         )
         return await self._store_update(t, patched, current, dry_run)
+
+    async def _apply(
+        self, request: web.Request, t: Target, body: Any, dry_run: bool
+    ) -> web.Response:
+        """Server-side apply (application/apply-patch+yaml)."""
+        obj = self._check_body(t, body)
+        meta = obj.setdefault("metadata", {})
+        if meta.get("name") not in (None, t.name):
+            raise StorageError(400, "BadRequest", "the name of the object does not match")
+        meta["name"] = t.name
+        current: Obj | None
+        try:
+            current = self.storage.view(t.reg.rt, t.namespace or "", t.name or "")
+        except StorageError as e:
+            if e.code != 404 or t.subresource:
+                raise
+            current = None
+        reg = t.reg
+        result = server_side_apply(
+            current,
+            obj,
+            manager=request.query.get("fieldManager", ""),
+            force=request.query.get("force") in ("true", "1"),
+            schema=reg.schema.schema if reg.schema else None,
+            builtin=not reg.custom,
+            status=not reg.has_status or t.subresource == "status",
+            subresource=t.subresource,
+        )
+        if current is None:
+            return await self._store_new(t, result, dry_run)
+        result["metadata"]["resourceVersion"] = (
+            meta.get("resourceVersion") or current["metadata"]["resourceVersion"]
+        )
+        return await self._store_update(t, result, current, dry_run, applied=True)
 
     async def _write_scale(self, t: Target, change: Any, dry_run: bool) -> web.Response:
         """PUT/PATCH of the scale subresource: writes spec replicas on the object."""
