@@ -195,7 +195,7 @@ class ApiServer:
             if table:
                 one = {"resourceVersion": obj["metadata"]["resourceVersion"]}
                 return _json(to_table(t.reg, [obj], one, include))
-            return _json(obj)
+            return self._raw_response(obj)
         rv, items, start = self._page_source(request, t)
         limit = int(request.query.get("limit") or 0)
         page = items[start : start + limit] if limit else items[start:]
@@ -205,13 +205,19 @@ class ApiServer:
             meta["remainingItemCount"] = len(items) - start - limit
         if table:
             return _json(to_table(t.reg, page, meta, include))
-        return _json(
-            {
-                "kind": f"{t.reg.rt.kind}List",
-                "apiVersion": t.reg.rt.api_version,
-                "metadata": meta,
-                "items": page,
-            }
+        head = json.dumps(
+            {"kind": f"{t.reg.rt.kind}List", "apiVersion": t.reg.rt.api_version, "metadata": meta},
+            separators=(",", ":"),
+        ).encode()
+        raw_items = b",".join(self.storage.raw(o) for o in page)
+        return web.Response(
+            body=head[:-1] + b',"items":[' + raw_items + b"]}", content_type="application/json"
+        )
+
+    def _raw_response(self, obj: Obj, status: int = 200) -> web.Response:
+        """A stored object from its cached bytes (serialized once per change)."""
+        return web.Response(
+            body=self.storage.raw(obj), status=status, content_type="application/json"
         )
 
     def _page_source(self, request: web.Request, t: Target) -> tuple[int, list[Obj], int]:
@@ -341,7 +347,7 @@ class ApiServer:
             return _json(obj, status=201)
         created = self.storage.create(t.reg.rt, t.namespace or "", obj, share=True)
         self._collect_if_orphan(t, created)
-        return _json(created, status=201)
+        return self._raw_response(created, status=201)
 
     async def replace(self, t: Target, body: Any, dry_run: bool = False) -> web.Response:
         if t.name is None:
@@ -408,7 +414,7 @@ class ApiServer:
             share=True,
         )
         self._collect_if_orphan(t, updated)
-        return _json(updated)
+        return self._raw_response(updated)
 
     async def patch(
         self, request: web.Request, t: Target, body: Any, dry_run: bool = False

@@ -86,6 +86,17 @@ class Storage:
         self.watchers: set[Watcher] = set()
         self.listeners: list[Callable[[WatchEvent], None]] = []
         self.uids: set[str] = set()
+        # Stored object's JSON, by id(): serialized once per change, shared by every read.
+        self._raw: dict[int, tuple[Obj, bytes]] = {}
+
+    def raw(self, obj: Obj) -> bytes:
+        """obj (a stored object) as JSON bytes, serialized at most once while it is stored."""
+        hit = self._raw.get(id(obj))
+        if hit is not None and hit[0] is obj:
+            return hit[1]
+        data = json.dumps(obj, separators=(",", ":")).encode()
+        self._raw[id(obj)] = (obj, data)
+        return data
 
     # -- reads -----------------------------------------------------------------
 
@@ -116,6 +127,14 @@ class Storage:
         self, rt: ResourceType, namespace: str | None, matches: Callable[[Obj], bool]
     ) -> list[Obj]:
         return copy.deepcopy(self.select_view(rt, namespace, matches))
+
+    def event_raw(self, event: WatchEvent) -> bytes:
+        """An event's object as JSON: shared with reads while the object is still stored."""
+        meta = event.obj.get("metadata") or {}
+        key = (meta.get("namespace", ""), meta.get("name", ""))
+        if self.objects.get(event.resource, {}).get(key) is event.obj:
+            return self.raw(event.obj)
+        return event.raw()
 
     # -- writes ----------------------------------------------------------------
 
@@ -214,6 +233,7 @@ class Storage:
             # No-op writes keep their resourceVersion, as upstream.
             return old if share else copy.deepcopy(old)
         merged["metadata"]["resourceVersion"] = str(self._next_rv())
+        self._raw.pop(id(old), None)
         bucket[key] = merged
         self._emit(rt, "MODIFIED", merged, old)
         return merged if share else copy.deepcopy(merged)
@@ -225,6 +245,7 @@ class Storage:
         if old is None:
             raise StorageError(404, "NotFound", f'{rt.plural}.{rt.group} "{name}" not found')
         self.uids.discard(old["metadata"].get("uid", ""))
+        self._raw.pop(id(old), None)
         old = {**old, "metadata": {**old["metadata"], "resourceVersion": str(self._next_rv())}}
         self._emit(rt, "DELETED", old, None)
         return old

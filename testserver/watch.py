@@ -43,6 +43,7 @@ def _cut(request: web.Request, resp: web.StreamResponse) -> web.StreamResponse:
 
 
 async def _send_event(
+    storage: Storage,
     resp: web.StreamResponse,
     e: WatchEvent,
     namespace: str | None,
@@ -61,7 +62,7 @@ async def _send_event(
         type_ = e.type
     else:
         return False
-    await resp.write(_frame(type_, e.raw()))
+    await resp.write(_frame(type_, storage.event_raw(e)))
     return True
 
 
@@ -115,9 +116,9 @@ async def watch(
     deadline = loop.time() + timeout
     try:
         for obj in initial:
-            await _send(resp, "ADDED", obj)
+            await resp.write(_frame("ADDED", storage.raw(obj)))
         for event in replay:
-            if await _send_event(resp, event, namespace, matches):
+            if await _send_event(storage, resp, event, namespace, matches):
                 sent += 1
                 if cut_after is not None and sent >= cut_after:
                     return _cut(request, resp)
@@ -140,7 +141,7 @@ async def watch(
                     status_body(410, "Expired", "too old resource version: history compacted"),
                 )
                 break
-            if await _send_event(resp, live, namespace, matches):
+            if await _send_event(storage, resp, live, namespace, matches):
                 sent += 1
                 if cut_after is not None and sent >= cut_after:
                     return _cut(request, resp)
