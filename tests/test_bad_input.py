@@ -1,7 +1,8 @@
 """Bad input never kills a worker: each object gets a clear condition, and work goes on.
 
-The test API server, like a cluster whose CRDs are older than the controller, stores
-whatever it is sent, so these objects reach the reconcilers unvalidated.
+The test API server enforces the CRD schemas like a cluster; here it is switched to act
+like a cluster whose CRDs are older than the controller and stores whatever it is sent, so
+these objects reach the reconcilers unvalidated.
 """
 
 from __future__ import annotations
@@ -14,10 +15,16 @@ from app.manifests import apply_text
 from controller.kube import KubeClient
 from controller.manager import Manager
 from controller.resources import DEPLOYMENT, GPU_QUOTA, INFERENCE_SERVICE, MODEL
+from testserver.process import ApiServerProcess
 
 from .conftest import condition, model_yaml, wait_condition
 
 Obj = dict[str, Any]
+
+
+@pytest.fixture(autouse=True)
+async def looser_crds(apiserver: ApiServerProcess) -> None:
+    await apiserver.control("PUT", "schema-validation", {"enforce": False})
 
 
 def obj(kind: str, name: str, spec: Any) -> Obj:

@@ -7,6 +7,7 @@ from typing import Any
 from controller.kube import KubeClient
 from controller.manager import Manager
 from controller.resources import DEPLOYMENT, GPU_QUOTA, INFERENCE_SERVICE
+from testserver.process import ApiServerProcess
 
 from .conftest import (
     TEMPLATE_YAML,
@@ -134,8 +135,9 @@ async def test_over_quota_is_not_scaled_past_it_and_says_so(
 
 
 async def test_invalid_quota_reports_itself_and_limits_nothing(
-    kube: KubeClient, controller: Manager
+    kube: KubeClient, controller: Manager, apiserver: ApiServerProcess
 ) -> None:
+    await apiserver.control("PUT", "schema-validation", {"enforce": False})  # older CRDs
     await reapply(kube, model_yaml("m", "      enabled: true\n      count: 1"))
     await reapply(kube, quota_yaml(-1))
     await wait_condition(kube, GPU_QUOTA, "team", "Ready", "False", "InvalidSpec")

@@ -243,7 +243,10 @@ async def test_workload_not_owned_is_left_alone(kube: KubeClient, controller: Ma
     assert live["metadata"]["resourceVersion"] == theirs["metadata"]["resourceVersion"]
 
 
-async def test_invalid_service_spec_gets_a_condition(kube: KubeClient, controller: Manager) -> None:
+async def test_invalid_service_spec_gets_a_condition(
+    kube: KubeClient, controller: Manager, apiserver: ApiServerProcess
+) -> None:
+    await apiserver.control("PUT", "schema-validation", {"enforce": False})  # older CRDs
     await reapply(kube, model_yaml("m", PLUGIN_GPU))
     await reapply(kube, isvc_yaml("svc", "m", runtime="ollama", extra="  replicas: -3"))
     isvc = await wait_condition(kube, INFERENCE_SERVICE, "svc", "Ready", "False", "InvalidSpec")

@@ -8,6 +8,7 @@ from app.manifests import apply_text
 from controller.kube import KubeClient
 from controller.manager import Manager
 from controller.resources import EVENT, MODEL, RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE
+from testserver.process import ApiServerProcess
 
 from .conftest import (
     TEMPLATE_YAML,
@@ -115,8 +116,9 @@ spec: {source: "https://example.com/tiny.gguf", format: gguf, hardware: {acceler
 
 
 async def test_invalid_spec_gets_a_condition_and_a_warning_event(
-    kube: KubeClient, controller: Manager
+    kube: KubeClient, controller: Manager, apiserver: ApiServerProcess
 ) -> None:
+    await apiserver.control("PUT", "schema-validation", {"enforce": False})  # older CRDs
     gpu = """\
       enabled: true
       resourceName: nvidia.com/gpu

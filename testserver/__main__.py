@@ -28,8 +28,14 @@ async def serve(
     bookmark_interval: float,
     history: int,
     simulate: dict[str, int] | None,
+    enforce_schemas: bool = True,
 ) -> None:
-    app = make_app(bookmark_interval=bookmark_interval, history=history, simulate=simulate)
+    app = make_app(
+        bookmark_interval=bookmark_interval,
+        history=history,
+        simulate=simulate,
+        enforce_schemas=enforce_schemas,
+    )
     runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=0.5)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
@@ -62,9 +68,21 @@ def main() -> None:
         metavar="dra=N,plugin=M",
         help="run a simulated cluster (scheduler, DRA allocator, kubelet)",
     )
+    parser.add_argument(
+        "--no-schema-validation",
+        action="store_true",
+        help="store custom resources without checking them against their CRD's schema",
+    )
     args = parser.parse_args()
     asyncio.run(
-        serve(args.host, args.port, args.bookmark_interval, args.history, args.simulate_cluster)
+        serve(
+            args.host,
+            args.port,
+            args.bookmark_interval,
+            args.history,
+            args.simulate_cluster,
+            enforce_schemas=not args.no_schema_validation,
+        )
     )
 
 

@@ -1,65 +1,51 @@
-"""aiohttp application serving the Kubernetes REST API over the in-memory storage."""
+"""aiohttp application serving the Kubernetes REST API over the in-memory storage.
+
+This module routes requests and runs the verbs; the concerns live beside it: kinds served
+(registry.py), discovery (discovery.py), CRD schemas and CEL (schema.py, cel_rules.py),
+admission webhooks (admission.py), Table output (tables.py), protobuf bodies (protobuf.py),
+watch streams (watch.py), patches (patches.py), selectors (selectors.py).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import base64
 import contextlib
+import contextvars
+import copy
 import json
+import uuid
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
 import yaml
 from aiohttp import web
 
-from controller.resources import BUILTIN_TYPES, CRD, ResourceType
-
+from .admission import Admission, Request
+from .apply import record_update, server_side_apply
+from .discovery import discovery
+from .errors import error_response
 from .faults import FaultBook, FaultRule
+from .openapi import openapi
 from .patches import APPLY, apply_patch
+from .protobuf import PROTOBUF, decode
+from .registry import Registered, Registry
+from .schema import invalid_error_details
 from .selectors import field_matcher, label_matcher
 from .simulator import ClusterSimulator
-from .storage import Obj, Storage, StorageError, WatchEvent, type_id
+from .storage import Obj, Storage, StorageError
+from .tables import to_table, wants_table
+from .watch import watch
 
-# Kinds a cluster serves beyond those the controller uses: what a chart installs.
-EXTRA_BUILTINS = (
-    ResourceType("", "v1", "serviceaccounts", "ServiceAccount"),
-    ResourceType("", "v1", "configmaps", "ConfigMap"),
-    ResourceType("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False),
-    ResourceType(
-        "rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", False
-    ),
-    ResourceType("rbac.authorization.k8s.io", "v1", "roles", "Role"),
-    ResourceType("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding"),
-    ResourceType(
-        "admissionregistration.k8s.io",
-        "v1",
-        "validatingwebhookconfigurations",
-        "ValidatingWebhookConfiguration",
-        False,
-    ),
+_SNAPSHOTS = 64  # paged lists whose continue tokens still read their snapshot
+# The request's fieldValidation (Ignore, Warn, Strict) and the warnings it collected.
+_FIELD_VALIDATION: contextvars.ContextVar[str] = contextvars.ContextVar("fv", default="Warn")
+_WARNINGS: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("w", default=None)
+# The request's fieldManager query ("" when the client named none) and its User-Agent.
+_FIELD_MANAGER: contextvars.ContextVar[tuple[str, str]] = contextvars.ContextVar(
+    "fm", default=("", "")
 )
-# Built-in kinds whose status is not a subresource.
-_WITHOUT_STATUS = {
-    "events",
-    "leases",
-    "secrets",
-    "resourceclaimtemplates",
-    "deviceclasses",
-    "serviceaccounts",
-    "configmaps",
-    "clusterroles",
-    "clusterrolebindings",
-    "roles",
-    "rolebindings",
-    "validatingwebhookconfigurations",
-}
-VERBS = ["create", "delete", "get", "list", "patch", "update", "watch"]
-
-
-@dataclass
-class Registered:
-    rt: ResourceType
-    has_status: bool
 
 
 @dataclass
@@ -70,50 +56,42 @@ class Target:
     subresource: str
 
 
-def status_body(code: int, reason: str, message: str) -> Obj:
-    return {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Failure",
-        "message": message,
-        "reason": reason,
-        "code": code,
-    }
+def _json(obj: Any, status: int = 200) -> web.Response:
+    return web.Response(
+        body=json.dumps(obj, separators=(",", ":")).encode(),
+        status=status,
+        content_type="application/json",
+    )
 
 
-def error_response(code: int, reason: str, message: str) -> web.Response:
-    return web.json_response(status_body(code, reason, message), status=code)
+def _get_path(obj: Obj, path: str) -> Any:
+    value: Any = obj
+    for part in path.strip(".").split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
+def _set_path(obj: Obj, path: str, value: Any) -> None:
+    parts = path.strip(".").split(".")
+    for part in parts[:-1]:
+        obj = obj.setdefault(part, {})
+    obj[parts[-1]] = value
 
 
 class ApiServer:
-    def __init__(self, storage: Storage, bookmark_interval: float = 1.0) -> None:
+    def __init__(
+        self, storage: Storage, bookmark_interval: float = 1.0, enforce_schemas: bool = True
+    ) -> None:
         self.storage = storage
+        # Off: store custom resources unvalidated, as a cluster whose CRDs are older (looser)
+        # than the objects sent; pruning and defaults are skipped too.
+        self.enforce_schemas = enforce_schemas
         self.bookmark_interval = bookmark_interval
         self.faults = FaultBook()
-        self.types: dict[tuple[str, str, str], Registered] = {}
-        for rt in (*BUILTIN_TYPES, *EXTRA_BUILTINS):
-            self.register(rt, has_status=rt.plural not in _WITHOUT_STATUS)
-        storage.listeners.append(self._on_crd_event)
-
-    def register(self, rt: ResourceType, has_status: bool) -> None:
-        self.types[(rt.group, rt.version, rt.plural)] = Registered(rt, has_status)
-
-    def _on_crd_event(self, event: WatchEvent) -> None:
-        """Serve custom resources as soon as their CRD is created, as the apiserver does."""
-        if event.resource != f"{CRD.plural}.{CRD.group}" or event.type == "DELETED":
-            return
-        spec = event.obj.get("spec", {})
-        names = spec.get("names", {})
-        for version in spec.get("versions", []):
-            rt = ResourceType(
-                spec.get("group", ""),
-                version.get("name", ""),
-                names.get("plural", ""),
-                names.get("kind", ""),
-                spec.get("scope", "Namespaced") == "Namespaced",
-            )
-            self.register(rt, has_status="status" in (version.get("subresources") or {}))
+        self.registry = Registry()
+        self.admission = Admission(storage)
+        self.snapshots: OrderedDict[str, tuple[int, list[Obj]]] = OrderedDict()
+        storage.listeners.append(self.registry.on_event)
 
     # -- routing ---------------------------------------------------------------
 
@@ -130,14 +108,14 @@ class ApiServer:
             namespace, rest = rest[1], rest[2:]
         if not rest or len(rest) > 3:
             raise StorageError(404, "NotFound", f"the server could not find {path}")
-        reg = self.types.get((group, version, rest[0]))
+        reg = self.registry.get(group, version, rest[0])
         if reg is None:
             raise StorageError(
                 404, "NotFound", f"the server could not find the requested resource ({path})"
             )
         name = rest[1] if len(rest) > 1 else None
         sub = rest[2] if len(rest) > 2 else ""
-        if sub not in ("", "status"):
+        if sub not in ("", "status", "scale") or (sub == "scale" and reg.scale is None):
             raise StorageError(404, "NotFound", f"unknown subresource {sub}")
         if not reg.rt.namespaced:
             namespace = None
@@ -146,121 +124,51 @@ class ApiServer:
         return Target(reg, namespace, name, sub)
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
-        watch = request.query.get("watch") in ("true", "1")
-        self.faults.record(request.method, request.path, watch)
+        is_watch = request.query.get("watch") in ("true", "1")
+        self.faults.record(request.method, request.path, is_watch)
         agent = request.headers.get("User-Agent", "")
-        fault = self.faults.take(request.method, request.path, watch, agent)
+        fault = self.faults.take(request.method, request.path, is_watch, agent)
         if fault and fault.delay:
             await asyncio.sleep(fault.delay)
         if fault and fault.status:
             return fault.response()
         try:
-            if request.method == "GET" and (listing := self.discovery(request.path)):
-                return web.json_response(listing)
+            if request.method == "GET" and (listing := discovery(self.registry, request.path)):
+                return _json(listing)
             target = self.resolve(request.path)
-            if request.query.get("dryRun") == "All" and request.method != "GET":
-                return await self.dry_run(request, target)
+            _FIELD_VALIDATION.set(request.query.get("fieldValidation") or "Warn")
+            agent = request.headers.get("User-Agent", "unknown").split("/")[0]
+            _FIELD_MANAGER.set((request.query.get("fieldManager", ""), agent))
+            warnings: list[str] = []
+            _WARNINGS.set(warnings)
             if request.method == "GET":
-                if watch:
+                if is_watch:
                     return await self.watch(request, target, fault)
                 return self.get_or_list(request, target)
+            dry_run = request.query.get("dryRun") == "All"
+            if request.method == "DELETE":
+                return await self.delete(target, dry_run)
             body = await self.read_body(request)
             if request.method == "POST":
-                return self.create(target, body)
-            if request.method == "PUT":
-                return self.replace(target, body)
-            if request.method == "PATCH":
-                return self.patch(request, target, body)
-            if request.method == "DELETE":
-                return self.delete(target)
-            return error_response(405, "MethodNotAllowed", request.method)
+                resp = await self.create(target, body, dry_run)
+            elif request.method == "PUT":
+                resp = await self.replace(target, body, dry_run)
+            elif request.method == "PATCH":
+                resp = await self.patch(request, target, body, dry_run)
+            else:
+                return error_response(405, "MethodNotAllowed", request.method)
+            for warning in warnings:
+                resp.headers.add("Warning", f'299 - "{warning}"')
+            return resp
         except StorageError as e:
-            return error_response(e.code, e.reason, e.message)
+            return error_response(e.code, e.reason, e.message, e.details)
 
-    # -- discovery, as kubectl needs it --------------------------------------------
-
-    def groups(self) -> dict[str, list[str]]:
-        found: dict[str, list[str]] = {}
-        for group, version, _ in self.types:
-            versions = found.setdefault(group, [])
-            if version not in versions:
-                versions.append(version)
-        return found
-
-    def discovery(self, path: str) -> Obj | None:
-        parts = [p for p in path.split("/") if p]
-        if parts == ["api"]:
-            return {
-                "kind": "APIVersions",
-                "versions": ["v1"],
-                "serverAddressByClientCIDRs": [
-                    {"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}
-                ],
-            }
-        if parts == ["apis"]:
-            groups = [
-                {
-                    "name": g,
-                    "versions": [{"groupVersion": f"{g}/{v}", "version": v} for v in vs],
-                    "preferredVersion": {"groupVersion": f"{g}/{vs[0]}", "version": vs[0]},
-                }
-                for g, vs in sorted(self.groups().items())
-                if g
-            ]
-            return {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}
-        if parts == ["api", "v1"]:
-            group, version = "", "v1"
-        elif len(parts) == 3 and parts[0] == "apis":
-            group, version = parts[1], parts[2]
-        else:
-            return None
-        resources = []
-        for (g, v, plural), reg in sorted(self.types.items()):
-            if (g, v) != (group, version):
-                continue
-            resources.append(
-                {
-                    "name": plural,
-                    "singularName": reg.rt.kind.lower(),
-                    "namespaced": reg.rt.namespaced,
-                    "kind": reg.rt.kind,
-                    "verbs": VERBS,
-                }
-            )
-            if reg.has_status:
-                resources.append(
-                    {
-                        "name": f"{plural}/status",
-                        "singularName": "",
-                        "namespaced": reg.rt.namespaced,
-                        "kind": reg.rt.kind,
-                        "verbs": ["get", "patch", "update"],
-                    }
-                )
-        if not resources:
-            return None
-        return {
-            "kind": "APIResourceList",
-            "apiVersion": "v1",
-            "groupVersion": f"{group}/{version}" if group else version,
-            "resources": resources,
-        }
-
-    async def dry_run(self, request: web.Request, t: Target) -> web.Response:
-        """Validate a write as the real request would, and store nothing (dryRun=All)."""
-        body = await self.read_body(request)
-        if request.method == "DELETE":
-            return web.json_response(self.storage.get(t.reg.rt, t.namespace or "", t.name or ""))
-        obj = self._check_body(t, body)
-        if request.method == "POST" and t.reg.rt.namespaced and not t.namespace:
-            raise StorageError(400, "BadRequest", "a namespace is required to create")
-        meta = obj.setdefault("metadata", {})
-        if not meta.get("name") and not meta.get("generateName"):
-            raise StorageError(422, "Invalid", "metadata.name: Required value")
-        if t.reg.rt.namespaced:
-            meta["namespace"] = t.namespace
-        obj["apiVersion"], obj["kind"] = t.reg.rt.api_version, t.reg.rt.kind
-        return web.json_response(obj, status=201 if request.method == "POST" else 200)
+    async def watch(
+        self, request: web.Request, t: Target, fault: FaultRule | None
+    ) -> web.StreamResponse:
+        return await watch(
+            request, self.storage, t.reg.rt, t.namespace, fault, self.bookmark_interval
+        )
 
     @staticmethod
     async def read_body(request: web.Request) -> Any:
@@ -270,39 +178,103 @@ class ApiServer:
         try:
             if request.content_type == APPLY:
                 return yaml.safe_load(raw)
+            if request.content_type == PROTOBUF:
+                return decode(raw)
             return json.loads(raw)
         except (ValueError, yaml.YAMLError) as e:
             raise StorageError(400, "BadRequest", f"invalid request body: {e}") from e
 
-    # -- verbs -----------------------------------------------------------------
+    # -- reads -----------------------------------------------------------------
 
     def get_or_list(self, request: web.Request, t: Target) -> web.Response:
+        table = wants_table(request.headers.get("Accept", ""))
+        include = request.query.get("includeObject")
         if t.name is not None:
-            return web.json_response(self.storage.get(t.reg.rt, t.namespace or "", t.name))
-        label, fields = request.query.get("labelSelector"), request.query.get("fieldSelector")
-        lm, fm = label_matcher(label), field_matcher(fields)
-        items = self.storage.select(t.reg.rt, t.namespace, lambda o: lm(o) and fm(o))
-        start = 0
-        if token := request.query.get("continue"):
-            try:
-                start = int(json.loads(base64.b64decode(token))["start"])
-            except (ValueError, KeyError) as e:
-                raise StorageError(400, "BadRequest", "invalid continue token") from e
+            obj = self.storage.view(t.reg.rt, t.namespace or "", t.name)
+            if t.subresource == "scale":
+                return _json(self._scale_of(t.reg, obj))
+            if table:
+                one = {"resourceVersion": obj["metadata"]["resourceVersion"]}
+                return _json(to_table(t.reg, [obj], one, include))
+            return self._raw_response(obj)
+        rv, items, start = self._page_source(request, t)
         limit = int(request.query.get("limit") or 0)
         page = items[start : start + limit] if limit else items[start:]
-        meta: Obj = {"resourceVersion": str(self.storage.rv)}
+        meta: Obj = {"resourceVersion": str(rv)}
         if limit and start + limit < len(items):
-            meta["continue"] = base64.b64encode(
-                json.dumps({"start": start + limit}).encode()
-            ).decode()
-        return web.json_response(
-            {
-                "kind": f"{t.reg.rt.kind}List",
-                "apiVersion": t.reg.rt.api_version,
-                "metadata": meta,
-                "items": page,
-            }
+            meta["continue"] = self._continue_token(rv, items, start + limit)
+            meta["remainingItemCount"] = len(items) - start - limit
+        if table:
+            return _json(to_table(t.reg, page, meta, include))
+        head = json.dumps(
+            {"kind": f"{t.reg.rt.kind}List", "apiVersion": t.reg.rt.api_version, "metadata": meta},
+            separators=(",", ":"),
+        ).encode()
+        raw_items = b",".join(self.storage.raw(o) for o in page)
+        return web.Response(
+            body=head[:-1] + b',"items":[' + raw_items + b"]}", content_type="application/json"
         )
+
+    def _raw_response(self, obj: Obj, status: int = 200) -> web.Response:
+        """A stored object from its cached bytes (serialized once per change)."""
+        return web.Response(
+            body=self.storage.raw(obj), status=status, content_type="application/json"
+        )
+
+    def _page_source(self, request: web.Request, t: Target) -> tuple[int, list[Obj], int]:
+        """The list a page reads: a fresh one, or the snapshot a continue token names."""
+        token = request.query.get("continue")
+        if not token:
+            lm = label_matcher(request.query.get("labelSelector"))
+            fm = field_matcher(request.query.get("fieldSelector"))
+            items = self.storage.select_view(t.reg.rt, t.namespace, lambda o: lm(o) and fm(o))
+            return self.storage.rv, items, 0
+        try:
+            data = json.loads(base64.b64decode(token))
+            key, start, rv = str(data["id"]), int(data["start"]), int(data["rv"])
+        except (ValueError, KeyError, TypeError) as e:
+            raise StorageError(400, "BadRequest", "invalid continue token") from e
+        snapshot = self.snapshots.get(key)
+        if snapshot is None or rv < self.storage.compacted_rv:
+            raise StorageError(
+                410,
+                "Expired",
+                "The provided continue parameter is too old to display a consistent list "
+                "result. You can start a new list without the continue parameter.",
+            )
+        return snapshot[0], snapshot[1], start
+
+    def _continue_token(self, rv: int, items: list[Obj], start: int) -> str:
+        """Pin the list (stored objects are immutable, so this shares, not copies)."""
+        key = next((k for k, (_, v) in self.snapshots.items() if v is items), None)
+        if key is None:
+            key = uuid.uuid4().hex
+            self.snapshots[key] = (rv, items)
+            while len(self.snapshots) > _SNAPSHOTS:
+                self.snapshots.popitem(last=False)
+        token = {"id": key, "rv": rv, "start": start}
+        return base64.b64encode(json.dumps(token).encode()).decode()
+
+    @staticmethod
+    def _scale_of(reg: Registered, obj: Obj) -> Obj:
+        assert reg.scale is not None
+        meta = obj["metadata"]
+        status: Obj = {"replicas": _get_path(obj, reg.scale.status_replicas) or 0}
+        if reg.scale.label_selector and (sel := _get_path(obj, reg.scale.label_selector)):
+            status["selector"] = sel
+        return {
+            "kind": "Scale",
+            "apiVersion": "autoscaling/v1",
+            "metadata": {
+                k: meta[k]
+                for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
+                if k in meta
+            },
+            "spec": {"replicas": _get_path(obj, reg.scale.spec_replicas) or 0},
+            "status": status,
+        }
+
+    # -- admission ---------------------------------------------------------------
 
     def _check_body(self, t: Target, body: Any) -> Obj:
         if not isinstance(body, dict):
@@ -317,42 +289,147 @@ class ApiServer:
             )
         return body
 
-    def create(self, t: Target, body: Any) -> web.Response:
+    async def _admit(
+        self, t: Target, operation: str, obj: Obj, old: Obj | None, dry_run: bool
+    ) -> None:
+        """Schema (prune, default, validate) then validating webhooks, as kube-apiserver."""
+        reg = t.reg
+        meta = obj.setdefault("metadata", {})
+        name = meta.get("name") or meta.get("generateName") or ""
+        if reg.schema is not None and self.enforce_schemas:
+            dropped: list[str] = []
+            causes = reg.schema.admit(obj, old, dropped)
+            mode = _FIELD_VALIDATION.get()
+            if dropped and mode == "Strict":
+                unknown = ", ".join(f'unknown field "{p}"' for p in dropped)
+                raise StorageError(400, "BadRequest", f"strict decoding error: {unknown}")
+            if dropped and mode == "Warn" and (warnings := _WARNINGS.get()) is not None:
+                warnings.extend(f'unknown field \\"{p}\\"' for p in dropped)
+            if causes:
+                message, details = invalid_error_details(reg.rt.kind, reg.rt.group, name, causes)
+                raise StorageError(422, "Invalid", message, details)
+        await self.admission.validate(
+            Request(
+                reg.rt,
+                operation,
+                t.namespace or "",
+                name,
+                t.subresource,
+                obj,
+                old,
+                dry_run,
+            )
+        )
+
+    # -- writes ------------------------------------------------------------------
+
+    async def create(self, t: Target, body: Any, dry_run: bool = False) -> web.Response:
         if t.name is not None:
             raise StorageError(405, "MethodNotAllowed", "POST to an object path")
         if t.reg.rt.namespaced and not t.namespace:
             raise StorageError(400, "BadRequest", "a namespace is required to create")
         obj = self._check_body(t, body)
-        return web.json_response(self.storage.create(t.reg.rt, t.namespace or "", obj), status=201)
+        if t.reg.custom and t.reg.has_status:
+            obj.pop("status", None)  # the status subresource owns status; create resets it
+        return await self._store_new(t, obj, dry_run)
 
-    def replace(self, t: Target, body: Any) -> web.Response:
+    async def _store_new(self, t: Target, obj: Obj, dry_run: bool) -> web.Response:
+        obj["apiVersion"], obj["kind"] = t.reg.rt.api_version, t.reg.rt.kind
+        meta = obj.setdefault("metadata", {})
+        if t.reg.rt.namespaced:
+            meta["namespace"] = t.namespace
+        if not meta.get("name") and not meta.get("generateName"):
+            raise StorageError(422, "Invalid", "metadata.name: Required value")
+        await self._admit(t, "CREATE", obj, None, dry_run)
+        named, _ = _FIELD_MANAGER.get()
+        if named and "managedFields" not in meta:
+            self._record_update(t, {}, obj, named, "")
+        if dry_run:
+            return _json(obj, status=201)
+        created = self.storage.create(t.reg.rt, t.namespace or "", obj, share=True)
+        self._collect_if_orphan(t, created)
+        return self._raw_response(created, status=201)
+
+    async def replace(self, t: Target, body: Any, dry_run: bool = False) -> web.Response:
         if t.name is None:
             raise StorageError(405, "MethodNotAllowed", "PUT to a collection")
+        if t.subresource == "scale":
+            return await self._write_scale(t, lambda scale: body, dry_run)
         obj = self._check_body(t, body)
         if (obj.get("metadata") or {}).get("name") not in (None, t.name):
             raise StorageError(400, "BadRequest", "the name of the object does not match")
+        old = self.storage.view(t.reg.rt, t.namespace or "", t.name)
+        return await self._store_update(t, obj, old, dry_run)
+
+    def _record_update(self, t: Target, old: Obj, new: Obj, manager: str, sub: str) -> None:
+        reg = t.reg
+        record_update(
+            old,
+            new,
+            manager=manager,
+            schema=reg.schema.schema if reg.schema else None,
+            builtin=not reg.custom,
+            status=not reg.has_status or sub == "status",
+            subresource=sub,
+        )
+
+    async def _store_update(
+        self,
+        t: Target,
+        obj: Obj,
+        old: Obj,
+        dry_run: bool,
+        sub: str | None = None,
+        applied: bool = False,
+    ) -> web.Response:
+        sub = t.subresource if sub is None else sub
+        obj["apiVersion"], obj["kind"] = t.reg.rt.api_version, t.reg.rt.kind
+        # Validate the object as it will be stored: one part comes from the old object.
+        if sub == "status":
+            candidate = copy.deepcopy({**old, "status": obj.get("status", {})})
+            candidate["metadata"]["resourceVersion"] = (obj.get("metadata") or {}).get(
+                "resourceVersion"
+            ) or ""
+        else:
+            candidate = obj
+            if t.reg.has_status:
+                if "status" in old:
+                    candidate["status"] = copy.deepcopy(old["status"])
+                else:
+                    candidate.pop("status", None)
+        await self._admit(t, "UPDATE", candidate, old, dry_run)
+        named, agent = _FIELD_MANAGER.get()
+        if not applied and (named or (old.get("metadata") or {}).get("managedFields")):
+            self._record_update(t, old, candidate, named or agent, sub)
+        if dry_run:
+            return _json(candidate)
+        if sub == "status" and not candidate["metadata"].get("resourceVersion"):
+            candidate["metadata"].pop("resourceVersion", None)
         updated = self.storage.update(
             t.reg.rt,
             t.namespace or "",
-            t.name,
-            obj,
-            subresource=t.subresource,
+            t.name or "",
+            candidate,
+            subresource=sub,
             has_status=t.reg.has_status,
+            share=True,
         )
-        return web.json_response(updated)
+        self._collect_if_orphan(t, updated)
+        return self._raw_response(updated)
 
-    def patch(self, request: web.Request, t: Target, body: Any) -> web.Response:
+    async def patch(
+        self, request: web.Request, t: Target, body: Any, dry_run: bool = False
+    ) -> web.Response:
         if t.name is None:
             raise StorageError(405, "MethodNotAllowed", "PATCH to a collection")
         ns = t.namespace or ""
-        try:
-            current = self.storage.get(t.reg.rt, ns, t.name)
-        except StorageError as e:
-            if e.code == 404 and request.content_type == APPLY and not t.subresource:
-                obj = self._check_body(t, body)
-                obj.setdefault("metadata", {})["name"] = t.name
-                return web.json_response(self.storage.create(t.reg.rt, ns, obj), status=201)
-            raise
+        if t.subresource == "scale":
+            return await self._write_scale(
+                t, lambda scale: apply_patch(request.content_type, scale, body), dry_run
+            )
+        if request.content_type == APPLY:
+            return await self._apply(request, t, body, dry_run)
+        current = self.storage.view(t.reg.rt, ns, t.name)
         patched = apply_patch(request.content_type, current, body)
         if not isinstance(patched, dict):
             raise StorageError(422, "Invalid", "patch must produce an object")
@@ -363,147 +440,106 @@ class ApiServer:
         patched.setdefault("metadata", {})["resourceVersion"] = (
             patch_rv or current["metadata"]["resourceVersion"]
         )
-        updated = self.storage.update(
-            t.reg.rt,
-            ns,
-            t.name,
-            patched,
-            subresource=t.subresource,
-            has_status=t.reg.has_status,
-        )
-        return web.json_response(updated)
+        return await self._store_update(t, patched, current, dry_run)
 
-    def delete(self, t: Target) -> web.Response:
+    async def _apply(
+        self, request: web.Request, t: Target, body: Any, dry_run: bool
+    ) -> web.Response:
+        """Server-side apply (application/apply-patch+yaml)."""
+        obj = self._check_body(t, body)
+        meta = obj.setdefault("metadata", {})
+        if meta.get("name") not in (None, t.name):
+            raise StorageError(400, "BadRequest", "the name of the object does not match")
+        meta["name"] = t.name
+        current: Obj | None
+        try:
+            current = self.storage.view(t.reg.rt, t.namespace or "", t.name or "")
+        except StorageError as e:
+            if e.code != 404 or t.subresource:
+                raise
+            current = None
+        reg = t.reg
+        result = server_side_apply(
+            current,
+            obj,
+            manager=request.query.get("fieldManager", ""),
+            force=request.query.get("force") in ("true", "1"),
+            schema=reg.schema.schema if reg.schema else None,
+            builtin=not reg.custom,
+            status=not reg.has_status or t.subresource == "status",
+            subresource=t.subresource,
+        )
+        if current is None:
+            return await self._store_new(t, result, dry_run)
+        result["metadata"]["resourceVersion"] = (
+            meta.get("resourceVersion") or current["metadata"]["resourceVersion"]
+        )
+        return await self._store_update(t, result, current, dry_run, applied=True)
+
+    async def _write_scale(self, t: Target, change: Any, dry_run: bool) -> web.Response:
+        """PUT/PATCH of the scale subresource: writes spec replicas on the object."""
+        assert t.reg.scale is not None
+        current = self.storage.view(t.reg.rt, t.namespace or "", t.name or "")
+        new_scale = change(self._scale_of(t.reg, current))
+        if not isinstance(new_scale, dict):
+            raise StorageError(400, "BadRequest", "request body must be a Scale object")
+        replicas = (new_scale.get("spec") or {}).get("replicas")
+        if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
+            raise StorageError(
+                422,
+                "Invalid",
+                f'Scale.autoscaling "{t.name}" is invalid: spec.replicas: Invalid value: '
+                f"{json.dumps(replicas)}: must be greater than or equal to 0",
+            )
+        obj = copy.deepcopy(current)
+        _set_path(obj, t.reg.scale.spec_replicas, replicas)
+        sent_rv = (new_scale.get("metadata") or {}).get("resourceVersion")
+        obj["metadata"]["resourceVersion"] = sent_rv or current["metadata"]["resourceVersion"]
+        await self._store_update(t, obj, current, dry_run, sub="")
+        updated = self.storage.view(t.reg.rt, t.namespace or "", t.name or "")
+        return _json(self._scale_of(t.reg, updated if not dry_run else obj))
+
+    async def delete(self, t: Target, dry_run: bool = False) -> web.Response:
         if t.name is None:
             raise StorageError(405, "MethodNotAllowed", "DELETE of a collection")
+        old = self.storage.view(t.reg.rt, t.namespace or "", t.name)
+        await self.admission.validate(
+            Request(t.reg.rt, "DELETE", t.namespace or "", t.name, "", None, old, dry_run)
+        )
+        if dry_run:
+            return _json(old)
         deleted = self.storage.delete(t.reg.rt, t.namespace or "", t.name)
         self.collect_garbage(deleted["metadata"]["uid"])
-        return web.json_response(deleted)
+        return _json(deleted)
+
+    # -- garbage collection --------------------------------------------------------
 
     def collect_garbage(self, uid: str) -> None:
         """Background cascading deletion through ownerReferences."""
-        by_id = {type_id(r.rt): r.rt for r in self.types.values()}
+        by_id = self.registry.by_type_id()
         for tid, (ns, name) in self.storage.dependents(uid):
             with contextlib.suppress(StorageError):
                 child = self.storage.delete(by_id[tid], ns, name)
                 self.collect_garbage(child["metadata"]["uid"])
 
-    # -- watch -----------------------------------------------------------------
+    def _collect_if_orphan(self, t: Target, obj: Obj) -> None:
+        """A dependent none of whose owners exists is collected, as the GC does, even when
+        it was written after its owner's deletion."""
+        refs = obj.get("metadata", {}).get("ownerReferences") or []
+        uids = [r.get("uid") for r in refs if r.get("uid")]
+        if not uids or any(u in self.storage.uids for u in uids):
+            return
+        meta = obj["metadata"]
+        rt, ns, name, uid = t.reg.rt, t.namespace or "", meta["name"], meta["uid"]
 
-    async def watch(
-        self, request: web.Request, t: Target, fault: FaultRule | None
-    ) -> web.StreamResponse:
-        lm = label_matcher(request.query.get("labelSelector"))
-        fm = field_matcher(request.query.get("fieldSelector"))
+        def collect() -> None:
+            with contextlib.suppress(StorageError):
+                current = self.storage.view(rt, ns, name)
+                if current["metadata"]["uid"] == uid:
+                    self.storage.delete(rt, ns, name)
+                    self.collect_garbage(uid)
 
-        def matches(o: Obj) -> bool:
-            return lm(o) and fm(o)
-
-        rv_param = request.query.get("resourceVersion", "")
-        initial: list[Obj] = []
-        if rv_param in ("", "0"):
-            initial = self.storage.select(t.reg.rt, t.namespace, matches)
-            since = self.storage.rv
-        else:
-            try:
-                since = int(rv_param)
-            except ValueError as e:
-                raise StorageError(400, "BadRequest", f"invalid resourceVersion {rv_param}") from e
-        try:
-            watcher, replay = self.storage.subscribe(t.reg.rt, t.namespace, since, matches)
-        except StorageError as e:
-            if e.code != 410:
-                raise
-            # The apiserver reports an expired resourceVersion as an ERROR event.
-            resp = await self._open_stream(request)
-            await self._send(resp, "ERROR", status_body(410, "Expired", e.message))
-            return resp
-        bookmarks = request.query.get("allowWatchBookmarks") in ("true", "1")
-        timeout = float(request.query.get("timeoutSeconds") or 1800)
-        resp = await self._open_stream(request)
-        sent = 0
-        cut_after = fault.cut_after if fault else None
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        try:
-            for obj in initial:
-                await self._send(resp, "ADDED", obj)
-            for event in replay:
-                if await self._send_event(resp, event, t.namespace, matches):
-                    sent += 1
-                    if cut_after is not None and sent >= cut_after:
-                        return self._cut(request, resp)
-            while True:
-                remaining = deadline - loop.time()
-                if remaining <= 0:
-                    break
-                wait = min(remaining, self.bookmark_interval) if bookmarks else remaining
-                try:
-                    live: WatchEvent | None = await asyncio.wait_for(watcher.queue.get(), wait)
-                except TimeoutError:
-                    if bookmarks and loop.time() < deadline:
-                        await self._send(resp, "BOOKMARK", self._bookmark(t.reg.rt))
-                    continue
-                if live is None:
-                    await self._send(
-                        resp,
-                        "ERROR",
-                        status_body(410, "Expired", "too old resource version: history compacted"),
-                    )
-                    break
-                if await self._send_event(resp, live, t.namespace, matches):
-                    sent += 1
-                    if cut_after is not None and sent >= cut_after:
-                        return self._cut(request, resp)
-        except (ConnectionResetError, asyncio.CancelledError):
-            pass
-        finally:
-            self.storage.unsubscribe(watcher)
-        return resp
-
-    def _bookmark(self, rt: ResourceType) -> Obj:
-        return {
-            "kind": rt.kind,
-            "apiVersion": rt.api_version,
-            "metadata": {"resourceVersion": str(self.storage.rv)},
-        }
-
-    @staticmethod
-    def _cut(request: web.Request, resp: web.StreamResponse) -> web.StreamResponse:
-        """Drop the connection mid-stream, without the chunked terminator."""
-        if request.transport is not None:
-            request.transport.abort()
-        return resp
-
-    @staticmethod
-    async def _open_stream(request: web.Request) -> web.StreamResponse:
-        resp = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
-        resp.enable_chunked_encoding()
-        await resp.prepare(request)
-        return resp
-
-    @staticmethod
-    async def _send(resp: web.StreamResponse, type_: str, obj: Obj) -> None:
-        await resp.write(json.dumps({"type": type_, "object": obj}).encode() + b"\n")
-
-    async def _send_event(
-        self, resp: web.StreamResponse, e: WatchEvent, namespace: str | None, matches: Any
-    ) -> bool:
-        """Send an event as a watcher with this selector sees it; False if it sees nothing."""
-        ns = e.obj.get("metadata", {}).get("namespace", "")
-        if namespace is not None and ns != namespace:
-            return False
-        now, before = matches(e.obj), e.old is not None and matches(e.old)
-        if e.type == "MODIFIED" and now and not before:
-            type_ = "ADDED"
-        elif e.type == "MODIFIED" and before and not now:
-            type_ = "DELETED"
-        elif now:
-            type_ = e.type
-        else:
-            return False
-        await self._send(resp, type_, e.obj)
-        return True
+        asyncio.get_running_loop().call_soon(collect)
 
     # -- test controls ----------------------------------------------------------
 
@@ -524,6 +560,9 @@ class ApiServer:
         if action == "requests" and request.method == "DELETE":
             self.faults.requests.clear()
             return web.json_response({})
+        if action == "schema-validation" and request.method in ("PUT", "POST"):
+            self.enforce_schemas = bool((await request.json()).get("enforce", True))
+            return web.json_response({"enforce": self.enforce_schemas})
         if action == "compact":
             self.storage.compact()
             return web.json_response({"compactedResourceVersion": self.storage.compacted_rv})
@@ -540,10 +579,11 @@ def make_app(
     bookmark_interval: float = 1.0,
     history: int = 10_000,
     simulate: dict[str, int] | None = None,
+    enforce_schemas: bool = True,
 ) -> web.Application:
     """simulate: {"dra": N, "plugin": M} runs a simulated cluster with those GPUs."""
     storage = Storage(history=history)
-    server = ApiServer(storage, bookmark_interval)
+    server = ApiServer(storage, bookmark_interval, enforce_schemas)
     if simulate is not None:
         ClusterSimulator(
             storage, dra_gpus=simulate.get("dra", 0), plugin_gpus=simulate.get("plugin", 0)
@@ -559,6 +599,15 @@ def make_app(
 
     app.router.add_get("/version", version)
     app.router.add_get("/healthz", healthz)
+
+    async def openapi_v3(request: web.Request) -> web.Response:
+        doc = openapi(server.registry, request.path)
+        if doc is None:
+            return error_response(404, "NotFound", f"the server could not find {request.path}")
+        return web.json_response(doc)
+
+    app.router.add_get("/openapi/v3", openapi_v3)
+    app.router.add_get("/openapi/v3/{tail:.*}", openapi_v3)
     app.router.add_get("/api", server.handle)
     app.router.add_get("/apis", server.handle)
     app.router.add_route("*", "/_testserver/{action}", server.control)

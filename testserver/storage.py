@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import json
 import uuid
 from collections import deque
 from collections.abc import Callable
@@ -23,11 +24,14 @@ Obj = dict[str, Any]
 
 
 class StorageError(Exception):
-    def __init__(self, code: int, reason: str, message: str) -> None:
+    """An API error, answered as a Status; details carries causes (422 Invalid, 409)."""
+
+    def __init__(self, code: int, reason: str, message: str, details: Obj | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.reason = reason
         self.message = message
+        self.details = details
 
 
 @dataclass
@@ -37,6 +41,13 @@ class WatchEvent:
     resource: str  # plural.group
     obj: Obj
     old: Obj | None
+    _raw: bytes | None = field(default=None, repr=False)
+
+    def raw(self) -> bytes:
+        """The object serialized once, shared by every watcher that is sent this event."""
+        if self._raw is None:
+            self._raw = json.dumps(self.obj, separators=(",", ":")).encode()
+        return self._raw
 
 
 @dataclass(eq=False)
@@ -55,12 +66,17 @@ def type_id(rt: ResourceType) -> str:
     return f"{rt.plural}.{rt.group}" if rt.group else rt.plural
 
 
-def _spec_part(obj: Obj) -> Obj:
-    """What counts for metadata.generation: everything but metadata and status."""
-    return {k: v for k, v in obj.items() if k not in ("metadata", "status")}
+def _spec_part(obj: Obj, has_status: bool) -> Obj:
+    """What counts for metadata.generation: everything but metadata, and status when
+    status is a subresource (without one, a status change is a change like any other)."""
+    skip = ("metadata", "status") if has_status else ("metadata",)
+    return {k: v for k, v in obj.items() if k not in skip}
 
 
 class Storage:
+    """Stored objects are never mutated in place once stored: writes store a new dict, so
+    readers (views, list snapshots, watch events) may share them without copying."""
+
     def __init__(self, history: int = 10_000) -> None:
         self.rv = 0
         self.objects: dict[str, dict[tuple[str, str], Obj]] = {}
@@ -69,6 +85,18 @@ class Storage:
         self.compacted_rv = 0
         self.watchers: set[Watcher] = set()
         self.listeners: list[Callable[[WatchEvent], None]] = []
+        self.uids: set[str] = set()
+        # Stored object's JSON, by id(): serialized once per change, shared by every read.
+        self._raw: dict[int, tuple[Obj, bytes]] = {}
+
+    def raw(self, obj: Obj) -> bytes:
+        """obj (a stored object) as JSON bytes, serialized at most once while it is stored."""
+        hit = self._raw.get(id(obj))
+        if hit is not None and hit[0] is obj:
+            return hit[1]
+        data = json.dumps(obj, separators=(",", ":")).encode()
+        self._raw[id(obj)] = (obj, data)
+        return data
 
     # -- reads -----------------------------------------------------------------
 
@@ -78,15 +106,35 @@ class Storage:
             raise StorageError(404, "NotFound", f'{rt.plural}.{rt.group} "{name}" not found')
         return copy.deepcopy(obj)
 
-    def select(
+    def view(self, rt: ResourceType, namespace: str, name: str) -> Obj:
+        """The stored object itself: read-only for the caller (no copy on the read path)."""
+        obj = self.objects.get(type_id(rt), {}).get((namespace, name))
+        if obj is None:
+            raise StorageError(404, "NotFound", f'{rt.plural}.{rt.group} "{name}" not found')
+        return obj
+
+    def select_view(
         self, rt: ResourceType, namespace: str | None, matches: Callable[[Obj], bool]
     ) -> list[Obj]:
-        items = [
+        """Matching stored objects sorted by namespace and name, read-only for the caller."""
+        return [
             o
             for (ns, _), o in sorted(self.objects.get(type_id(rt), {}).items())
             if (namespace is None or ns == namespace) and matches(o)
         ]
-        return copy.deepcopy(items)
+
+    def select(
+        self, rt: ResourceType, namespace: str | None, matches: Callable[[Obj], bool]
+    ) -> list[Obj]:
+        return copy.deepcopy(self.select_view(rt, namespace, matches))
+
+    def event_raw(self, event: WatchEvent) -> bytes:
+        """An event's object as JSON: shared with reads while the object is still stored."""
+        meta = event.obj.get("metadata") or {}
+        key = (meta.get("namespace", ""), meta.get("name", ""))
+        if self.objects.get(event.resource, {}).get(key) is event.obj:
+            return self.raw(event.obj)
+        return event.raw()
 
     # -- writes ----------------------------------------------------------------
 
@@ -95,7 +143,7 @@ class Storage:
         return self.rv
 
     def _emit(self, rt: ResourceType, type_: str, obj: Obj, old: Obj | None) -> None:
-        event = WatchEvent(self.rv, type_, type_id(rt), copy.deepcopy(obj), old)
+        event = WatchEvent(self.rv, type_, type_id(rt), obj, old)
         if len(self.log) == self.log.maxlen:
             self.compacted_rv = self.log[0].rv
         self.log.append(event)
@@ -105,7 +153,8 @@ class Storage:
         for listener in self.listeners:
             listener(event)
 
-    def create(self, rt: ResourceType, namespace: str, obj: Obj) -> Obj:
+    def create(self, rt: ResourceType, namespace: str, obj: Obj, *, share: bool = False) -> Obj:
+        """Store a copy of obj; share=True returns the stored object itself (read-only)."""
         obj = copy.deepcopy(obj)
         meta = obj.setdefault("metadata", {})
         if not meta.get("name"):
@@ -130,8 +179,9 @@ class Storage:
         obj["apiVersion"] = rt.api_version
         obj["kind"] = rt.kind
         bucket[key] = obj
+        self.uids.add(meta["uid"])
         self._emit(rt, "ADDED", obj, None)
-        return copy.deepcopy(obj)
+        return obj if share else copy.deepcopy(obj)
 
     def update(
         self,
@@ -142,6 +192,7 @@ class Storage:
         *,
         subresource: str = "",
         has_status: bool = True,
+        share: bool = False,
     ) -> Obj:
         """Replace an object; a stale metadata.resourceVersion answers 409 Conflict."""
         bucket = self.objects.get(type_id(rt), {})
@@ -161,8 +212,8 @@ class Storage:
                 "version and try again",
             )
         if subresource == "status":
-            merged = copy.deepcopy(old)
-            merged["status"] = new.get("status", {})
+            # A new top level and metadata; spec is shared with the stored object (immutable).
+            merged = {**old, "metadata": dict(old["metadata"]), "status": new.get("status", {})}
         else:
             merged = new
             # Immutable and server-owned metadata survive a replace.
@@ -173,17 +224,19 @@ class Storage:
                 merged["status"] = old["status"]
             elif has_status:
                 merged.pop("status", None)
-            if _spec_part(merged) != _spec_part(old):
+            if _spec_part(merged, has_status) != _spec_part(old, has_status):
                 meta["generation"] = int(old["metadata"].get("generation", 1)) + 1
         merged["apiVersion"] = rt.api_version
         merged["kind"] = rt.kind
         merged["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
         if merged == old:
-            return copy.deepcopy(old)  # no-op writes keep their resourceVersion, as upstream
+            # No-op writes keep their resourceVersion, as upstream.
+            return old if share else copy.deepcopy(old)
         merged["metadata"]["resourceVersion"] = str(self._next_rv())
+        self._raw.pop(id(old), None)
         bucket[key] = merged
         self._emit(rt, "MODIFIED", merged, old)
-        return copy.deepcopy(merged)
+        return merged if share else copy.deepcopy(merged)
 
     def delete(self, rt: ResourceType, namespace: str, name: str) -> Obj:
         bucket = self.objects.get(type_id(rt), {})
@@ -191,8 +244,9 @@ class Storage:
         old = bucket.pop(key, None)
         if old is None:
             raise StorageError(404, "NotFound", f'{rt.plural}.{rt.group} "{name}" not found')
-        old = copy.deepcopy(old)
-        old["metadata"]["resourceVersion"] = str(self._next_rv())
+        self.uids.discard(old["metadata"].get("uid", ""))
+        self._raw.pop(id(old), None)
+        old = {**old, "metadata": {**old["metadata"], "resourceVersion": str(self._next_rv())}}
         self._emit(rt, "DELETED", old, None)
         return old
 

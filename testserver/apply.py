@@ -1,0 +1,321 @@
+"""Server-side apply: field ownership in metadata.managedFields, conflicts, force.
+
+Field sets are sets of paths (tuples); an item of an associative list is addressed by its
+key as upstream writes it (`k:{"name":"a"}`). Lists are associative when the CRD schema
+says so (x-kubernetes-list-type: map), or, for built-in kinds, when every item is an object
+with a `name` (containers, env, ports, volumes: their patch merge key); other lists are
+atomic and owned whole. Writes other than apply record an `Update` entry for the fields
+they changed, once an object has managed fields (or the request names a fieldManager).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from .storage import Obj, StorageError
+
+Path = tuple[str, ...]
+_SKIPPED_META = {"labels", "annotations"}
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _item_keys(items: list[Any], schema: Obj | None, builtin: bool) -> list[str] | None:
+    if schema is not None:
+        if schema.get("x-kubernetes-list-type") == "map":
+            return list(schema.get("x-kubernetes-list-map-keys") or [])
+        return None
+    if builtin and items and all(isinstance(i, dict) and "name" in i for i in items):
+        return ["name"]
+    return None
+
+
+def _key_token(item: Obj, keys: list[str]) -> str:
+    return "k:" + json.dumps({k: item.get(k) for k in keys}, separators=(",", ":"))
+
+
+def _sub(schema: Obj | None, key: str) -> Obj | None:
+    if schema is None:
+        return None
+    props = schema.get("properties") or {}
+    if key in props:
+        return dict(props[key])
+    extra = schema.get("additionalProperties")
+    return dict(extra) if isinstance(extra, dict) else {}
+
+
+def leaves(value: Any, schema: Obj | None, builtin: bool, prefix: Path = ()) -> set[Path]:
+    """The field paths a value sets."""
+    if isinstance(value, dict) and value:
+        out: set[Path] = set()
+        for key, item in value.items():
+            out |= leaves(item, _sub(schema, key), builtin, (*prefix, f"f:{key}"))
+        return out
+    if isinstance(value, list) and value:
+        item_schema = (schema or {}).get("items") if schema is not None else None
+        keys = _item_keys(value, schema, builtin)
+        if keys:
+            out = set()
+            for item in value:
+                token = _key_token(item, keys)
+                out.add((*prefix, token))
+                sub = leaves(item, item_schema, builtin, (*prefix, token))
+                out |= sub
+            return out
+    return {prefix} if prefix else set()
+
+
+def object_fields(obj: Obj, schema: Obj | None, builtin: bool, status: bool) -> set[Path]:
+    """Fields of an object that apply tracks: labels, annotations and the body."""
+    fields: set[Path] = set()
+    meta = obj.get("metadata") or {}
+    for key in _SKIPPED_META:
+        if isinstance(meta.get(key), dict):
+            for name in meta[key]:
+                fields.add(("f:metadata", f"f:{key}", f"f:{name}"))
+    for key, value in obj.items():
+        if key in ("apiVersion", "kind", "metadata") or (key == "status" and not status):
+            continue
+        fields |= leaves(value, _sub(schema, key), builtin, (f"f:{key}",))
+    return fields
+
+
+def to_fields_v1(paths: set[Path]) -> Obj:
+    root: Obj = {}
+    for path in sorted(paths):
+        node = root
+        for part in path:
+            node = node.setdefault(part, {})
+        if path and path[-1].startswith("k:"):
+            node.setdefault(".", {})
+    return root
+
+
+def from_fields_v1(tree: Obj, prefix: Path = ()) -> set[Path]:
+    out: set[Path] = set()
+    for key, sub in tree.items():
+        if key == ".":
+            continue
+        path = (*prefix, key)
+        if not sub or set(sub) == {"."}:
+            out.add(path)
+        else:
+            if "." in sub:
+                out.add(path)
+            out |= from_fields_v1(sub, path)
+    return out
+
+
+def _lookup(obj: Any, path: Path) -> tuple[bool, Any]:
+    node = obj
+    for part in path:
+        if part.startswith("f:") and isinstance(node, dict) and part[2:] in node:
+            node = node[part[2:]]
+        elif part.startswith("k:") and isinstance(node, list):
+            want = json.loads(part[2:])
+            match = [
+                i
+                for i in node
+                if isinstance(i, dict) and all(i.get(k) == v for k, v in want.items())
+            ]
+            if not match:
+                return False, None
+            node = match[0]
+        else:
+            return False, None
+    return True, node
+
+
+def _remove(obj: Any, path: Path) -> None:
+    parent_found, parent = _lookup(obj, path[:-1])
+    if not parent_found:
+        return
+    last = path[-1]
+    if last.startswith("f:") and isinstance(parent, dict):
+        parent.pop(last[2:], None)
+    elif last.startswith("k:") and isinstance(parent, list):
+        want = json.loads(last[2:])
+        parent[:] = [
+            i
+            for i in parent
+            if not (isinstance(i, dict) and all(i.get(k) == v for k, v in want.items()))
+        ]
+
+
+def merge(current: Any, applied: Any, schema: Obj | None, builtin: bool) -> Any:
+    """The applied configuration laid over the current object."""
+    if isinstance(current, dict) and isinstance(applied, dict):
+        out = dict(current)
+        for key, value in applied.items():
+            out[key] = merge(current.get(key), value, _sub(schema, key), builtin)
+        return out
+    if isinstance(current, list) and isinstance(applied, list):
+        keys = _item_keys(applied, schema, builtin)
+        if keys and all(isinstance(i, dict) for i in current):
+            item_schema = (schema or {}).get("items") if schema is not None else None
+            by_key = {_key_token(i, keys): i for i in current}
+            result = list(current)
+            for item in applied:
+                token = _key_token(item, keys)
+                if token in by_key:
+                    index = result.index(by_key[token])
+                    result[index] = merge(by_key[token], item, item_schema, builtin)
+                else:
+                    result.append(copy.deepcopy(item))
+            return result
+    return copy.deepcopy(applied)
+
+
+def _entries(obj: Obj) -> list[Obj]:
+    return list((obj.get("metadata") or {}).get("managedFields") or [])
+
+
+def _owned(entry: Obj) -> set[Path]:
+    return from_fields_v1(entry.get("fieldsV1") or {})
+
+
+def _entry(manager: str, operation: str, api_version: str, fields: set[Path], sub: str) -> Obj:
+    entry: Obj = {
+        "manager": manager,
+        "operation": operation,
+        "apiVersion": api_version,
+        "time": _now(),
+        "fieldsType": "FieldsV1",
+        "fieldsV1": to_fields_v1(fields),
+    }
+    if sub:
+        entry["subresource"] = sub
+    return entry
+
+
+def _set_entries(obj: Obj, entries: list[Obj]) -> None:
+    obj.setdefault("metadata", {})["managedFields"] = [
+        e for e in entries if e.get("fieldsV1")
+    ] or None
+    if obj["metadata"]["managedFields"] is None:
+        del obj["metadata"]["managedFields"]
+
+
+def server_side_apply(
+    current: Obj | None,
+    applied: Obj,
+    *,
+    manager: str,
+    force: bool,
+    schema: Obj | None,
+    builtin: bool,
+    status: bool,
+    subresource: str = "",
+) -> Obj:
+    """The object after this manager applies `applied`; raises 409 on conflicts."""
+    if not manager:
+        raise StorageError(
+            422,
+            "Invalid",
+            'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required '
+            "value: is required for apply patch",
+        )
+    api_version = applied.get("apiVersion", "")
+    base = copy.deepcopy(current) if current is not None else {}
+    new_fields = object_fields(applied, schema, builtin, status)
+    entries = _entries(base)
+    conflicts: list[tuple[str, str, Path]] = []
+    for e in entries:
+        if e.get("manager") == manager and e.get("operation") == "Apply":
+            continue
+        for path in _owned(e) & new_fields:
+            found, value = _lookup(base, path)
+            _, wanted = _lookup(applied, path)
+            if found and value != wanted:
+                conflicts.append((e.get("manager", ""), e.get("apiVersion", ""), path))
+    if conflicts and not force:
+        causes = [
+            {
+                "reason": "FieldManagerConflict",
+                "message": f'conflict with "{m}" using {v}',
+                "field": _dotted(p),
+            }
+            for m, v, p in sorted(conflicts)
+        ]
+        lines = "\n".join(f"- {c['message']}: {c['field']}" for c in causes)
+        n = len(causes)
+        raise StorageError(
+            409,
+            "Conflict",
+            f"Apply failed with {n} conflict{'s' if n > 1 else ''}: "
+            + (f"{causes[0]['message']}: {causes[0]['field']}" if n == 1 else "\n" + lines),
+            {"causes": causes},
+        )
+    previous: set[Path] = set()
+    kept: list[Obj] = []
+    for e in entries:
+        if e.get("manager") == manager and e.get("operation") == "Apply":
+            previous = _owned(e)
+            continue
+        # Forced fields leave their other managers; same-value fields stay shared.
+        taken = {p for m, _, p in conflicts if m == e.get("manager")}
+        if taken:
+            e = {**e, "fieldsV1": to_fields_v1(_owned(e) - taken)}
+        kept.append(e)
+    merged: Obj = merge(
+        base, {k: v for k, v in applied.items() if k != "metadata"}, schema, builtin
+    )
+    meta_applied = applied.get("metadata") or {}
+    meta = merged.setdefault("metadata", {})
+    for key in _SKIPPED_META:
+        if isinstance(meta_applied.get(key), dict):
+            meta[key] = {**(meta.get(key) or {}), **meta_applied[key]}
+    for key in ("name", "generateName", "namespace", "ownerReferences", "finalizers"):
+        if key in meta_applied:
+            meta[key] = copy.deepcopy(meta_applied[key])
+    others: set[Path] = set()
+    for e in kept:
+        others |= _owned(e)
+    for path in sorted(previous - new_fields - others, key=len, reverse=True):
+        _remove(merged, path)
+    merged["apiVersion"], merged["kind"] = applied.get("apiVersion"), applied.get("kind")
+    _set_entries(merged, [*kept, _entry(manager, "Apply", api_version, new_fields, subresource)])
+    return merged
+
+
+def record_update(
+    old: Obj,
+    new: Obj,
+    *,
+    manager: str,
+    schema: Obj | None,
+    builtin: bool,
+    status: bool,
+    subresource: str = "",
+) -> None:
+    """Give `manager` (operation Update) the fields a non-apply write changed, in place."""
+    before = object_fields(old, schema, builtin, status)
+    after = object_fields(new, schema, builtin, status)
+    changed = {p for p in after if _lookup(old, p) != _lookup(new, p)} | (before - after)
+    entries = [e for e in _entries(old)]
+    if not changed and not entries:
+        return
+    updated: list[Obj] = []
+    mine: set[Path] = set()
+    for e in entries:
+        owned = _owned(e) & after if e.get("operation") == "Update" else _owned(e)
+        if e.get("manager") == manager and e.get("operation") == "Update":
+            mine = owned
+            continue
+        updated.append({**e, "fieldsV1": to_fields_v1(owned - changed)})
+    mine = (mine | (changed & after)) & after
+    if mine:
+        updated.append(_entry(manager, "Update", new.get("apiVersion", ""), mine, subresource))
+    _set_entries(new, updated)
+
+
+def _dotted(path: Path) -> str:
+    out = ""
+    for part in path:
+        out += f".{part[2:]}" if part.startswith("f:") else f"[{part[2:]}]"
+    return out

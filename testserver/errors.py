@@ -1,0 +1,30 @@
+"""Errors answered as metav1.Status, the shape kubectl and client-go decode."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+Obj = dict[str, Any]
+
+
+def status_body(code: int, reason: str, message: str, details: Obj | None = None) -> Obj:
+    body: Obj = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }
+    if details:
+        body["details"] = details
+    return body
+
+
+def error_response(
+    code: int, reason: str, message: str, details: Obj | None = None
+) -> web.Response:
+    return web.json_response(status_body(code, reason, message, details), status=code)

@@ -1,0 +1,152 @@
+"""Watch streams: replay from a resourceVersion, follow live writes, bookmarks, 410 Gone.
+
+Each event's object is serialized once (WatchEvent.raw) and the bytes are shared by every
+watcher it is sent to; nothing is copied per watcher.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+
+from aiohttp import web
+
+from controller.resources import ResourceType
+
+from .errors import status_body
+from .faults import FaultRule
+from .selectors import field_matcher, label_matcher
+from .storage import Obj, Storage, StorageError, WatchEvent
+
+
+def _frame(type_: str, raw_obj: bytes) -> bytes:
+    return b'{"type":"' + type_.encode() + b'","object":' + raw_obj + b"}\n"
+
+
+async def _send(resp: web.StreamResponse, type_: str, obj: Obj) -> None:
+    await resp.write(_frame(type_, json.dumps(obj, separators=(",", ":")).encode()))
+
+
+async def _open_stream(request: web.Request) -> web.StreamResponse:
+    resp = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
+    resp.enable_chunked_encoding()
+    await resp.prepare(request)
+    return resp
+
+
+def _cut(request: web.Request, resp: web.StreamResponse) -> web.StreamResponse:
+    """Drop the connection mid-stream, without the chunked terminator."""
+    if request.transport is not None:
+        request.transport.abort()
+    return resp
+
+
+async def _send_event(
+    storage: Storage,
+    resp: web.StreamResponse,
+    e: WatchEvent,
+    namespace: str | None,
+    matches: Callable[[Obj], bool],
+) -> bool:
+    """Send an event as a watcher with this selector sees it; False if it sees nothing."""
+    ns = e.obj.get("metadata", {}).get("namespace", "")
+    if namespace is not None and ns != namespace:
+        return False
+    now, before = matches(e.obj), e.old is not None and matches(e.old)
+    if e.type == "MODIFIED" and now and not before:
+        type_ = "ADDED"
+    elif e.type == "MODIFIED" and before and not now:
+        type_ = "DELETED"
+    elif now:
+        type_ = e.type
+    else:
+        return False
+    await resp.write(_frame(type_, storage.event_raw(e)))
+    return True
+
+
+def _bookmark(storage: Storage, rt: ResourceType) -> Obj:
+    return {
+        "kind": rt.kind,
+        "apiVersion": rt.api_version,
+        "metadata": {"resourceVersion": str(storage.rv)},
+    }
+
+
+async def watch(
+    request: web.Request,
+    storage: Storage,
+    rt: ResourceType,
+    namespace: str | None,
+    fault: FaultRule | None,
+    bookmark_interval: float,
+) -> web.StreamResponse:
+    lm = label_matcher(request.query.get("labelSelector"))
+    fm = field_matcher(request.query.get("fieldSelector"))
+
+    def matches(o: Obj) -> bool:
+        return lm(o) and fm(o)
+
+    rv_param = request.query.get("resourceVersion", "")
+    initial: list[Obj] = []
+    if rv_param in ("", "0"):
+        initial = storage.select_view(rt, namespace, matches)
+        since = storage.rv
+    else:
+        try:
+            since = int(rv_param)
+        except ValueError as e:
+            raise StorageError(400, "BadRequest", f"invalid resourceVersion {rv_param}") from e
+    try:
+        watcher, replay = storage.subscribe(rt, namespace, since, matches)
+    except StorageError as e:
+        if e.code != 410:
+            raise
+        # The apiserver reports an expired resourceVersion as an ERROR event.
+        resp = await _open_stream(request)
+        await _send(resp, "ERROR", status_body(410, "Expired", e.message))
+        return resp
+    bookmarks = request.query.get("allowWatchBookmarks") in ("true", "1")
+    timeout = float(request.query.get("timeoutSeconds") or 1800)
+    resp = await _open_stream(request)
+    sent = 0
+    cut_after = fault.cut_after if fault else None
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    try:
+        for obj in initial:
+            await resp.write(_frame("ADDED", storage.raw(obj)))
+        for event in replay:
+            if await _send_event(storage, resp, event, namespace, matches):
+                sent += 1
+                if cut_after is not None and sent >= cut_after:
+                    return _cut(request, resp)
+        while True:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                break
+            wait = min(remaining, bookmark_interval) if bookmarks else remaining
+            live: WatchEvent | None
+            try:
+                live = await asyncio.wait_for(watcher.queue.get(), wait)
+            except TimeoutError:
+                if bookmarks and loop.time() < deadline:
+                    await _send(resp, "BOOKMARK", _bookmark(storage, rt))
+                continue
+            if live is None:
+                await _send(
+                    resp,
+                    "ERROR",
+                    status_body(410, "Expired", "too old resource version: history compacted"),
+                )
+                break
+            if await _send_event(storage, resp, live, namespace, matches):
+                sent += 1
+                if cut_after is not None and sent >= cut_after:
+                    return _cut(request, resp)
+    except (ConnectionResetError, asyncio.CancelledError):
+        pass
+    finally:
+        storage.unsubscribe(watcher)
+    return resp
