@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from controller.manifests import apply_text
-
+from app.manifests import apply_text
 from controller.kube import KubeClient
 from testserver.process import ApiServerProcess
 
