@@ -103,7 +103,7 @@ def _quota_row(quotas: list[Obj], name: str) -> list[list[str]]:
     for quota in quotas:
         st = _status(quota)
         spec = quota.get("spec") or {}
-        limit = spec.get("gpuCount", spec.get("limit", "-"))
+        limit = spec.get("gpuCount", "-")
         used = st.get("usedGPUCount", st.get("used", "-"))
         mine = next((s for s in st.get("services") or [] if s.get("name") == name), None)
         if mine is None:

@@ -87,7 +87,7 @@ async def test_deploy_then_status_shows_dra_claims_conditions_and_quota(
 apiVersion: inference.llmkube.dev/v1alpha1
 kind: GPUQuota
 metadata: {name: team-gpus}
-spec: {limit: 4}
+spec: {gpuCount: 4, namespaceRef: team-a}
 """,
         "team-a",
     )
@@ -110,6 +110,7 @@ spec: {limit: 4}
         "enabled": True,
         "count": 2,
         "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "two-gpus"}],
+        "vendor": "nvidia",  # the CRD's default, filled in by the API server
     }
 
     async def ready() -> bool:
@@ -126,7 +127,7 @@ spec: {limit: 4}
     out = await eventually(status, timeout=30, what="status with the quota row")
     assert "InferenceService team-a/chat" in out
     assert "Phase:     Ready" in out
-    assert "Endpoint:  http://chat.team-a.svc.cluster.local:8000/v1" in out
+    assert "Endpoint:  http://chat.team-a.svc.cluster.local:8080/v1/chat/completions" in out
     lines = out.splitlines()
     assert any(line.split()[:3] == ["Ready", "True", "Serving"] for line in lines), out
     model_condition = ["Model/AcceleratorReady", "True", "ResourceClaimsFound"]

@@ -17,19 +17,21 @@ from typing import Any
 
 import pytest
 import trustme
+import yaml
 from aiohttp import web
 
 from controller.kube import KubeClient
 from testserver.process import ApiServerProcess
 from webhook.server import PATH, WebhookServer, start_webhook
 
-from .conftest import TWO_GPU_CLAIMS, model_yaml
+from .conftest import TWO_GPU_CLAIMS, isvc_yaml, model_yaml
 from .test_chart import find, render
 from .testserver_support import call, kubectl
 
 Obj = dict[str, Any]
 HOOKS = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
 MODELS = "/apis/inference.llmkube.dev/v1alpha1/namespaces/{ns}/models"
+SERVICES = "/apis/inference.llmkube.dev/v1alpha1/namespaces/{ns}/inferenceservices"
 
 
 @pytest.fixture
@@ -42,7 +44,14 @@ async def webhook(ca: trustme.CA, tmp_path: Path) -> AsyncIterator[WebhookServer
     cert = ca.issue_cert("localhost", "127.0.0.1")
     cert.private_key_pem.write_to_path(str(tmp_path / "tls.key"))
     cert.cert_chain_pems[0].write_to_path(str(tmp_path / "tls.crt"))
-    server = await start_webhook(str(tmp_path), 0, host="127.0.0.1")
+    # The Model the bad service names: it has claims (the webhook's cross-object rule).
+    dra_model = yaml.safe_load(model_yaml("dra", TWO_GPU_CLAIMS))
+    server = await start_webhook(
+        str(tmp_path),
+        0,
+        host="127.0.0.1",
+        lookup=lambda ns, name: dra_model if name == "dra" else None,
+    )
     yield server
     await server.cleanup()
 
@@ -60,9 +69,17 @@ def chart_config(url: str, bundle: str, **hook_changes: Any) -> Obj:
     return config
 
 
-def bad_model(name: str) -> str:
-    """Valid for the CRD schema, denied by the webhook (a guide rule: DRA is single-node)."""
-    return model_yaml(name, TWO_GPU_CLAIMS, extra="  multiNode: {nodes: [a, b]}")
+MULTI_NODE = """\
+  multiNode:
+    members:
+      - {node: a, fabric: {address: 10.0.0.1}}
+      - {node: b}"""
+
+
+def bad_service(name: str) -> str:
+    """Valid for the CRD schema, denied by the webhook (a guide rule: DRA is single-node):
+    a multiNode InferenceService whose Model ("dra") has claims."""
+    return isvc_yaml(name, "dra", extra=MULTI_NODE)
 
 
 async def register(apiserver: ApiServerProcess, config: Obj) -> None:
@@ -84,13 +101,13 @@ async def test_kubectl_apply_denied_by_the_charts_webhook(
     config = chart_config(url, ca_bundle(ca))
     await register(apiserver, config)
     code, out = await kubectl(
-        apiserver.url, "apply", "-n", "default", "-f", "-", stdin=bad_model("b")
+        apiserver.url, "apply", "-n", "default", "-f", "-", stdin=bad_service("b")
     )
     assert code != 0
     name = config["webhooks"][0]["name"]
     assert f'admission webhook "{name}" denied the request' in out, out
     assert "single-node" in out
-    status, _ = await call(apiserver.url, "GET", MODELS.format(ns="default") + "/b")
+    status, _ = await call(apiserver.url, "GET", SERVICES.format(ns="default") + "/b")
     assert status == 404
     good = model_yaml("g", "      enabled: true\n      count: 1")
     code, out = await kubectl(apiserver.url, "apply", "-n", "default", "-f", "-", stdin=good)
@@ -108,10 +125,12 @@ async def test_namespace_selector_and_operations(
     for ns, labels in (("checked", {"llmkube/validate": "on"}), ("free", {})):
         body = {"metadata": {"name": ns, "labels": labels}}
         assert (await call(apiserver.url, "POST", "/api/v1/namespaces", body))[0] == 201
-    code, out = await kubectl(apiserver.url, "apply", "-n", "free", "-f", "-", stdin=bad_model("m"))
+    code, out = await kubectl(
+        apiserver.url, "apply", "-n", "free", "-f", "-", stdin=bad_service("m")
+    )
     assert code == 0, out  # not selected: never sent to the webhook
     code, out = await kubectl(
-        apiserver.url, "apply", "-n", "checked", "-f", "-", stdin=bad_model("m")
+        apiserver.url, "apply", "-n", "checked", "-f", "-", stdin=bad_service("m")
     )
     assert code != 0 and "denied the request" in out, out
 
