@@ -22,7 +22,7 @@ import structlog
 
 from controller import logging as log_setup
 from controller.kube import KubeClient
-from controller.manager import Manager, ManagerConfig
+from controller.manager import DEFAULT_WORKERS, Manager, ManagerConfig
 from controller.resources import MODEL
 
 from .controllers import reconcilers
@@ -37,6 +37,17 @@ LOG_LEVELS |= {"error": "error"}
 
 def _env(name: str, default: str) -> str:
     return os.environ.get(f"LLMKUBE_{name}", default)
+
+
+def concurrency(value: str) -> dict[str, int]:
+    """controller=n pairs, comma separated: each controller's max concurrent reconciles."""
+    out: dict[str, int] = {}
+    for part in filter(None, (p.strip() for p in value.split(","))):
+        name, sep, count = part.partition("=")
+        if not sep or not count.isdigit() or int(count) < 1:
+            raise argparse.ArgumentTypeError(f"expected controller=n with n >= 1, got {part!r}")
+        out[name.strip()] = int(count)
+    return out
 
 
 def bind_address(value: str) -> tuple[str, int] | None:
@@ -139,8 +150,14 @@ def _add_run_flags(run: argparse.ArgumentParser) -> None:
     run.add_argument(
         "--workers",
         type=int,
-        default=int(_env("WORKERS", "4")),
-        help="reconciles running at once, shared by the three controllers (default 4)",
+        default=int(_env("WORKERS", str(DEFAULT_WORKERS))),
+        help=f"max concurrent reconciles of each controller (default {DEFAULT_WORKERS})",
+    )
+    run.add_argument(
+        "--max-concurrent-reconciles",
+        type=concurrency,
+        default=concurrency(_env("MAX_CONCURRENT_RECONCILES", "gpuquota=2")),
+        help="per-controller override of --workers, e.g. model=16,gpuquota=2 (default gpuquota=2)",
     )
     run.add_argument(
         "--webhook-port",
@@ -190,6 +207,7 @@ def manager_for(client: KubeClient, args: argparse.Namespace) -> Manager:
     config = ManagerConfig(
         namespace=args.namespace or None,
         workers=args.workers,
+        max_concurrent_reconciles=args.max_concurrent_reconciles,
         http_host=probes[0] if probes else "0.0.0.0",
         http_port=probes[1] if probes else None,
         leader_election=args.leader_elect,

@@ -73,3 +73,12 @@ def test_environment_defaults_including_the_earlier_http_port(
     args = parse([])
     assert args.metrics_bind_address == args.health_probe_bind_address == ("0.0.0.0", 9100)
     assert args.workers == 3
+
+
+def test_max_concurrent_reconciles_per_controller() -> None:
+    args = parse(["--max-concurrent-reconciles", "model=8,gpuquota=1"])
+    assert args.max_concurrent_reconciles == {"model": 8, "gpuquota": 1}
+    assert parse([]).max_concurrent_reconciles == {"gpuquota": 2}
+    assert parse([]).workers == 16
+    with pytest.raises(SystemExit):
+        parse(["--max-concurrent-reconciles", "model=0"])
