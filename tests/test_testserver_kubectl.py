@@ -96,3 +96,22 @@ async def test_kubectl_scale_a_custom_resource(apiserver: ApiServerProcess) -> N
     # The scale goes through the schema: maximum 10.
     code, out = await kubectl(apiserver.url, "scale", "widget/w", "--replicas=11", "-n", "default")
     assert code != 0 and "less than or equal to 10" in out, out
+
+
+async def test_kubectl_scale_isvc_with_our_crds(
+    kube: KubeClient, apiserver: ApiServerProcess
+) -> None:
+    """`kubectl scale isvc` goes through the InferenceService CRD's scale subresource."""
+    await apply_text(kube, isvc_yaml("svc", "m", extra="  replicas: 1"))
+    code, out = await kubectl(apiserver.url, "scale", "isvc", "svc", "--replicas=3")
+    assert code == 0, out
+    assert "scaled" in out, out
+    status, body = await call(
+        apiserver.url,
+        "GET",
+        "/apis/inference.llmkube.dev/v1alpha1/namespaces/default/inferenceservices/svc/scale",
+    )
+    assert status == 200, body
+    assert body["spec"]["replicas"] == 3, body
+    code, out = await kubectl(apiserver.url, "scale", "isvc", "svc", "--replicas=11")
+    assert code != 0 and "replicas" in out, out  # above LLMKube's maximum of 10
