@@ -164,6 +164,16 @@ def _ssl_context(configuration: k8s_client.Configuration) -> ssl.SSLContext:
     return context
 
 
+def _raise_for_status(response: aiohttp.ClientResponse, data: bytes) -> None:
+    """An error answer as its typed ApiError, with the server's Retry-After."""
+    if response.status >= 400:
+        raise error_from(
+            response.status,
+            data.decode(errors="replace"),
+            parse_retry_after(response.headers.get("Retry-After")),
+        )
+
+
 class KubeClient:
     def __init__(
         self,
@@ -309,12 +319,7 @@ class KubeClient:
         response = await self._send(method, path, query=query, body=body, content_type=content_type)
         async with response:
             data = await response.read()
-            if response.status >= 400:
-                raise error_from(
-                    response.status,
-                    data.decode(errors="replace"),
-                    parse_retry_after(response.headers.get("Retry-After")),
-                )
+            _raise_for_status(response, data)
             result: Obj = jsondepth.loads(data) if data else {}
             return result
 
@@ -363,12 +368,7 @@ class KubeClient:
         response = await self._send("GET", path, query=query)
         async with response:
             data = await response.read()
-            if response.status >= 400:
-                raise error_from(
-                    response.status,
-                    data.decode(errors="replace"),
-                    parse_retry_after(response.headers.get("Retry-After")),
-                )
+            _raise_for_status(response, data)
         # Items sit 2 levels below the List (the List, its items array).
         page_limit = jsondepth.MAX_DEPTH + 2
         if on_bad_item is None or jsondepth.depth(data, page_limit) <= page_limit:

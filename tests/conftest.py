@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+import trustme
 
 from app.controllers import reconcilers
 from app.manifests import apply_text, install_crds
@@ -168,3 +170,10 @@ async def reapply(client: KubeClient, text: str, namespace: str = "default") -> 
             if e.status != 409 or attempt == 9:
                 raise
             await asyncio.sleep(0.05)
+
+
+def write_serving_cert(ca: trustme.CA, cert_dir: Path) -> None:
+    """A webhook serving certificate for 127.0.0.1 from ca, as tls.crt / tls.key."""
+    cert = ca.issue_cert("localhost", "127.0.0.1")
+    cert.private_key_pem.write_to_path(str(cert_dir / "tls.key"))
+    cert.cert_chain_pems[0].write_to_path(str(cert_dir / "tls.crt"))

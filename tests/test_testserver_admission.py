@@ -24,7 +24,7 @@ from controller.kube import KubeClient
 from testserver.process import ApiServerProcess
 from webhook.server import PATH, WebhookServer, start_webhook
 
-from .conftest import TWO_GPU_CLAIMS, isvc_yaml, model_yaml
+from .conftest import TWO_GPU_CLAIMS, isvc_yaml, model_yaml, write_serving_cert
 from .test_chart import find, render
 from .testserver_support import call, kubectl
 
@@ -41,9 +41,7 @@ def ca() -> trustme.CA:
 
 @pytest.fixture
 async def webhook(ca: trustme.CA, tmp_path: Path) -> AsyncIterator[WebhookServer]:
-    cert = ca.issue_cert("localhost", "127.0.0.1")
-    cert.private_key_pem.write_to_path(str(tmp_path / "tls.key"))
-    cert.cert_chain_pems[0].write_to_path(str(tmp_path / "tls.crt"))
+    write_serving_cert(ca, tmp_path)
     # The Model the bad service names: it has claims (the webhook's cross-object rule).
     dra_model = yaml.safe_load(model_yaml("dra", TWO_GPU_CLAIMS))
     server = await start_webhook(

@@ -17,7 +17,7 @@ import trustme
 from app.manifests import EXAMPLES, load
 from webhook.server import PATH, Limits, WebhookServer, start_webhook
 
-from .conftest import eventually
+from .conftest import eventually, write_serving_cert
 
 Obj = dict[str, Any]
 
@@ -29,9 +29,7 @@ def ca() -> trustme.CA:
 
 @pytest.fixture
 async def webhook(ca: trustme.CA, tmp_path: Path) -> AsyncIterator[WebhookServer]:
-    cert = ca.issue_cert("localhost", "127.0.0.1")
-    cert.private_key_pem.write_to_path(str(tmp_path / "tls.key"))
-    cert.cert_chain_pems[0].write_to_path(str(tmp_path / "tls.crt"))
+    write_serving_cert(ca, tmp_path)
     models = {("default", "qwen3-32b"): seed_model()}
     server = await start_webhook(
         str(tmp_path), 0, host="127.0.0.1", lookup=lambda ns, name: models.get((ns, name))
@@ -296,9 +294,7 @@ async def test_rotated_certificate_is_picked_up(
 
 @pytest.fixture
 async def strict_webhook(ca: trustme.CA, tmp_path: Path) -> AsyncIterator[WebhookServer]:
-    cert = ca.issue_cert("localhost", "127.0.0.1")
-    cert.private_key_pem.write_to_path(str(tmp_path / "tls.key"))
-    cert.cert_chain_pems[0].write_to_path(str(tmp_path / "tls.crt"))
+    write_serving_cert(ca, tmp_path)
     limits = Limits(handshake_timeout=0.5, header_timeout=0.5, body_timeout=0.5, max_connections=64)
     server = await start_webhook(str(tmp_path), 0, host="127.0.0.1", limits=limits)
     yield server
