@@ -107,10 +107,19 @@ def _tensor_split(layer_split: tuple[str, ...], count: int) -> str:
 
 
 def runtime_command(
-    service: InferenceServiceSpec, model: ModelSpec, model_arg: str, served_name: str
+    service: InferenceServiceSpec,
+    model: ModelSpec,
+    model_arg: str,
+    served_name: str,
+    claimed_devices: int | None = None,
 ) -> RuntimeCommand:
+    """The runtime's image, command and argv.
+
+    `claimed_devices`: the devices the pod's DRA claims ask for, when known; it sizes
+    the runtime only when LLMKube's GPU count is absent (count always wins).
+    """
     s = service.settings
-    count = runtime_device_count(model, service) or None
+    count = runtime_device_count(model, service) or claimed_devices or None
     gpu = uses_gpu(model, service)
     port = PORTS[service.runtime]
     a = _Args(service.extra_args)

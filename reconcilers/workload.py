@@ -146,9 +146,15 @@ def _scheduling(service: InferenceServiceSpec) -> Obj:
     return {k: v for k, v in fields.items() if v}
 
 
-def pod_spec(isvc: Obj, service: InferenceServiceSpec, model: ModelSpec, model_name: str) -> Obj:
+def pod_spec(
+    isvc: Obj,
+    service: InferenceServiceSpec,
+    model: ModelSpec,
+    model_name: str,
+    claimed_devices: int | None = None,
+) -> Obj:
     model_arg, loader = model_location(model)
-    rt = runtime_command(service, model, model_arg, served_name=model_name)
+    rt = runtime_command(service, model, model_arg, model_name, claimed_devices)
     attach = gpu_attachment(model, service)
     spec: Obj = {
         "containers": [_container(rt, service, model, attach)],
@@ -163,7 +169,12 @@ def pod_spec(isvc: Obj, service: InferenceServiceSpec, model: ModelSpec, model_n
 
 
 def build_deployment(
-    isvc: Obj, service: InferenceServiceSpec, model: ModelSpec, model_name: str, replicas: int
+    isvc: Obj,
+    service: InferenceServiceSpec,
+    model: ModelSpec,
+    model_name: str,
+    replicas: int,
+    claimed_devices: int | None = None,
 ) -> Obj:
     name = isvc["metadata"]["name"]
     template_meta: Obj = {"labels": pod_labels(isvc, service)}
@@ -181,7 +192,7 @@ def build_deployment(
             "strategy": strategy,
             "template": {
                 "metadata": template_meta,
-                "spec": pod_spec(isvc, service, model, model_name),
+                "spec": pod_spec(isvc, service, model, model_name, claimed_devices),
             },
         },
     }
