@@ -140,15 +140,26 @@ def _index(runtime: str) -> dict[str, tuple[Flag, bool]]:
 _INDEX = {runtime: _index(runtime) for runtime in FLAGS}
 
 
-def split_inline_values(runtime: str, extra_args: tuple[str, ...]) -> tuple[str, ...]:
-    """llama.cpp rejects `--flag=value`: pass its known options as two words instead."""
-    if runtime != "llamacpp":
-        return extra_args
+# Spellings a parser accepts only by accident (argparse abbreviations): written out.
+ABBREVIATIONS = {"sglang": {"--tp": "--tp-size", "--dp": "--dp-size"}}
+
+
+def normalize_user_args(runtime: str, extra_args: tuple[str, ...]) -> tuple[str, ...]:
+    """extraArgs as the runtime will surely read them.
+
+    llama.cpp rejects `--flag=value`: its known options are passed as two words. SGLang's
+    `--tp` / `--dp` are argparse abbreviations that break as soon as another option
+    starts the same way: they are written out as `--tp-size` / `--dp-size`.
+    """
     out: list[str] = []
+    abbreviations = ABBREVIATIONS.get(runtime, {})
     for arg in extra_args:
         name, eq, value = arg.partition("=")
+        if arg.startswith("-") and name in abbreviations:
+            name = abbreviations[name]
+            arg = f"{name}{eq}{value}"
         known = _INDEX[runtime].get(name)
-        if eq and arg.startswith("-") and known and known[0].takes_value:
+        if runtime == "llamacpp" and eq and arg.startswith("-") and known and known[0].takes_value:
             out += [name, value]
         else:
             out.append(arg)

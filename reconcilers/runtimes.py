@@ -16,7 +16,7 @@ from api.inferenceservice import MAX_TENSOR_SPLIT_PARTS
 
 from .gpu import runtime_device_count, uses_gpu
 from .images import image_for
-from .runtime_flags import FLAGS, int_value, split_inline_values, user_args
+from .runtime_flags import FLAGS, int_value, normalize_user_args, user_args
 
 PORTS = {"vllm": 8000, "sglang": 8000, "tgi": 8080, "llamacpp": 8080}
 HEALTH_PATHS = {"vllm": "/health", "sglang": "/health", "tgi": "/health", "llamacpp": "/health"}
@@ -77,7 +77,7 @@ class _Argv:
 
     def __init__(self, runtime: str, extra_args: tuple[str, ...]) -> None:
         self.flags = FLAGS[runtime]
-        self.extra = split_inline_values(runtime, extra_args)
+        self.extra = normalize_user_args(runtime, extra_args)
         self.user = user_args(runtime, self.extra)
         self.args: list[str] = []
 
