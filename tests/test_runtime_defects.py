@@ -312,7 +312,8 @@ while [ $# -gt 0 ]; do
   shift
 done
 if [ -n "$resume" ] && [ -n "$FAIL_RESUME" ]; then exit 33; fi
-if [ -n "$resume" ] && [ -f "$out" ]; then printf 'tial' >> "$out"; else printf 'weights' > "$out"; fi
+if [ -n "$resume" ] && [ -f "$out" ]; then printf 'tial' >> "$out"; exit 0; fi
+printf 'weights' > "$out"
 """
 FAKE_MV = """#!/bin/sh
 echo "mv $*" >> "$LOG"

@@ -52,7 +52,8 @@ def test_user_tensor_parallel_size_wins_over_count() -> None:
         == "4"
     )
     assert (
-        flag(args("sglang", model(count=4), sglangConfig={"tensorParallelSize": 2}), "--tp-size") == "2"
+        flag(args("sglang", model(count=4), sglangConfig={"tensorParallelSize": 2}), "--tp-size")
+        == "2"
     )
     # TGI has no numShard field in LLMKube: extraArgs is how a user sets it.
     assert flag(args("tgi", model(count=4), extraArgs=["--num-shard", "1"]), "--num-shard") == "1"
