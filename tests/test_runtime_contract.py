@@ -368,3 +368,30 @@ def test_pinned_images_are_the_versions_the_options_files_describe() -> None:
     files = versions()
     for runtime in ("vllm", "sglang", "tgi"):
         assert files[runtime].split()[0] == VERSIONS[runtime], runtime
+
+
+@pytest.mark.parametrize(
+    ("runtime", "argv", "error"),
+    [
+        ("vllm", ["--model", "m", "--hostname", "::"], "unknown option '--hostname'"),
+        ("vllm", ["--model", "m", "-tp", "2", "--tensor-parallel-size", "2"], "given 2 times"),
+        ("vllm", ["--model", "m", "--dtype", "fp64"], "bad value 'fp64'"),
+        ("vllm", ["--model", "m", "--port"], "--port: missing value"),
+        ("sglang", ["--model-path", "m", "--tp", "2"], "unknown option '--tp'"),
+        ("tgi", ["--model-id", "m", "--port", "80", "-p", "81"], "--port given 2 times"),
+        ("tgi", ["--model-id", "m", "--model-id", "n"], "--model-id given 2 times"),
+        ("tgi", ["--model-id", "m", "--host", "::"], "unknown option '--host'"),
+        ("tgi", ["--model-id", "m", "--api-key", "a b"], "word-split"),
+        ("tgi", ["--model-id", "m", "--num-shard", "-1"], "bad value '-1'"),
+        ("llamacpp", ["--model", "/m.gguf", "--ctx-size=4096"], "unknown option"),
+        ("llamacpp", ["--model", "/m.gguf", "-ts", ",".join(["1"] * 16)], "more than 15 parts"),
+        ("llamacpp", ["--model", "/m.gguf", "--hostname", "::"], "unknown option"),
+        ("llamacpp", ["--model", "/m.gguf", "-c", "x"], "bad value 'x'"),
+    ],
+)
+def test_the_checker_catches_what_a_parser_rejects(
+    runtime: str, argv: list[str], error: str
+) -> None:
+    groups = {rt: {name: f.spellings for name, f in FLAGS[rt].items()} for rt in FLAGS}
+    errors = checkers(groups)[runtime].parse(argv).errors
+    assert any(error in e for e in errors), errors
