@@ -6,6 +6,7 @@ typed spec holds what llmkube-py acts on (README: "LLMKube field -> what llmkube
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -412,14 +413,44 @@ class Endpoint:
 
 @dataclass(frozen=True)
 class RuntimeSettings:
-    """Explicit per-runtime settings; None means "derive it"."""
+    """Explicit per-runtime settings; None means "derive it" or "leave the runtime's default".
+
+    Only the section of spec.runtime is read (vllmConfig for vllm, and so on).
+    """
 
     tensor_parallel_size: int | None = None
+    pipeline_parallel_size: int | None = None  # vLLM
+    data_parallel_size: int | None = None  # SGLang
+    expert_parallel_size: int | None = None  # SGLang
     gpu_memory_utilization: float | None = None
     cpu_offload_gb: float | None = None
     max_model_len: int | None = None
     mem_fraction_static: float | None = None
-    context_size: int | None = None
+    context_size: int | None = None  # llama.cpp spec.contextSize, SGLang contextLength
+    quantization: str | None = None  # vLLM/SGLang quantization, TGI quantize
+    dtype: str | None = None
+    kv_cache_dtype: str | None = None
+    enable_prefix_caching: bool | None = None
+    enable_chunked_prefill: bool | None = None
+    max_num_batched_tokens: int | None = None
+    attention_backend: str | None = None
+    enable_expert_parallel: bool | None = None
+    max_input_length: int | None = None  # TGI
+    max_total_tokens: int | None = None  # TGI
+    parallel_slots: int | None = None  # llama.cpp --parallel, vLLM --max-num-seqs
+    flash_attention: bool | None = None
+    jinja: bool | None = None
+    cache_type_k: str | None = None
+    cache_type_v: str | None = None
+    moe_cpu_offload: bool | None = None
+    moe_cpu_layers: int | None = None
+    no_kv_offload: bool | None = None
+    no_warmup: bool | None = None
+    batch_size: int | None = None
+    ubatch_size: int | None = None
+    reasoning_budget: int | None = None
+    metadata_overrides: tuple[str, ...] = ()
+    tensor_overrides: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -471,28 +502,95 @@ class InferenceServiceSpec:
 
 
 def _settings(data: dict[str, Any]) -> RuntimeSettings:
-    vllm = data.get("vllmConfig") or {}
-    sglang = data.get("sglangConfig") or {}
-    runtime = data.get("runtime")
+    runtime = data.get("runtime", "llamacpp")
+    vllm = (data.get("vllmConfig") or {}) if runtime == "vllm" else {}
+    sglang = (data.get("sglangConfig") or {}) if runtime == "sglang" else {}
+    tgi = (data.get("tgiConfig") or {}) if runtime == "tgi" else {}
+    cpp = data if runtime == "llamacpp" else {}
+    both = {**sglang, **vllm}
     return RuntimeSettings(
-        tensor_parallel_size=(
-            vllm.get("tensorParallelSize")
-            if runtime == "vllm"
-            else sglang.get("tensorParallelSize")
-            if runtime == "sglang"
-            else None
-        ),
+        tensor_parallel_size=both.get("tensorParallelSize"),
+        pipeline_parallel_size=vllm.get("pipelineParallelSize"),
+        data_parallel_size=sglang.get("dataParallelSize"),
+        expert_parallel_size=sglang.get("expertParallelSize"),
         gpu_memory_utilization=vllm.get("gpuMemoryUtilization"),
         cpu_offload_gb=vllm.get("cpuOffloadGB"),
         max_model_len=vllm.get("maxModelLen"),
         mem_fraction_static=sglang.get("memFractionStatic"),
-        context_size=data.get("contextSize"),
+        context_size=cpp.get("contextSize") or sglang.get("contextLength"),
+        quantization=both.get("quantization") or tgi.get("quantize"),
+        dtype=vllm.get("dtype") or tgi.get("dtype"),
+        kv_cache_dtype=vllm.get("kvCacheDtype"),
+        enable_prefix_caching=vllm.get("enablePrefixCaching"),
+        enable_chunked_prefill=vllm.get("enableChunkedPrefill"),
+        max_num_batched_tokens=vllm.get("maxNumBatchedTokens"),
+        attention_backend=vllm.get("attentionBackend"),
+        enable_expert_parallel=vllm.get("enableExpertParallel"),
+        max_input_length=tgi.get("maxInputLength"),
+        max_total_tokens=tgi.get("maxTotalTokens"),
+        parallel_slots=data.get("parallelSlots") if runtime in ("llamacpp", "vllm") else None,
+        flash_attention=cpp.get("flashAttention"),
+        jinja=cpp.get("jinja"),
+        cache_type_k=cpp.get("cacheTypeK"),
+        cache_type_v=cpp.get("cacheTypeV"),
+        moe_cpu_offload=cpp.get("moeCPUOffload"),
+        moe_cpu_layers=cpp.get("moeCPULayers"),
+        no_kv_offload=cpp.get("noKvOffload"),
+        no_warmup=cpp.get("noWarmup"),
+        batch_size=cpp.get("batchSize"),
+        ubatch_size=cpp.get("uBatchSize"),
+        reasoning_budget=cpp.get("reasoningBudget"),
+        metadata_overrides=tuple(cpp.get("metadataOverrides") or ()),
+        tensor_overrides=tuple(cpp.get("tensorOverrides") or ()),
     )
+
+
+TENSOR_SPLIT_FLAGS = ("--tensor-split", "-ts")
+MAX_TENSOR_SPLIT_PARTS = 15  # llama.cpp: llama_max_devices() is 16 and it rejects >= 16 parts
+
+
+def tensor_split_error(value: str) -> str | None:
+    """What is wrong with a llama.cpp --tensor-split value ("3,1" or "3/1"), if anything."""
+    parts = value.replace("/", ",").split(",")
+    if len(parts) > MAX_TENSOR_SPLIT_PARTS:
+        return f"at most {MAX_TENSOR_SPLIT_PARTS} parts (llama.cpp), got {len(parts)}"
+    for p in parts:
+        try:
+            ok = float(p) >= 0 and math.isfinite(float(p))
+        except ValueError:
+            ok = False
+        if not ok:
+            return f"{value!r} is not a list of non-negative numbers separated by ',' or '/'"
+    return None
+
+
+def _extra_args_errors(data: dict[str, Any]) -> list[str]:
+    """extraArgs llama-server would exit on: a malformed or too long --tensor-split."""
+    if data.get("runtime", "llamacpp") != "llamacpp":
+        return []
+    args = list(data.get("extraArgs") or [])
+    errors = []
+    for i, arg in enumerate(args):
+        flag, eq, inline = arg.partition("=")
+        if flag not in TENSOR_SPLIT_FLAGS:
+            continue
+        if eq:
+            value, at = inline, i
+        elif i + 1 < len(args):
+            value, at = args[i + 1], i + 1
+        else:
+            errors.append(f"spec.extraArgs[{i}]: {flag} needs a value")
+            continue
+        problem = tensor_split_error(value)
+        if problem:
+            errors.append(f"spec.extraArgs[{at}]: {flag}: {problem}")
+    return errors
 
 
 def parse_inference_service(spec: Any) -> InferenceServiceSpec:
     """The typed InferenceService spec, or InvalidSpec listing every problem by field path."""
     data, errors = validate(SPEC, spec, "spec")
+    errors = errors or _extra_args_errors(data)
     if errors:
         raise InvalidSpec(errors)
     res = data.get("resources") or {}

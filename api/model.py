@@ -36,7 +36,8 @@ GPU = Object(
         "sharding": Object(
             fields={
                 "strategy": Str(enum=SHARDING_STRATEGIES, default="layer"),
-                "layerSplit": Array(items=Str(pattern=r"^\d+-\d+$")),
+                # llama.cpp takes at most 15 --tensor-split parts.
+                "layerSplit": Array(items=Str(pattern=r"^\d+-\d+$"), max_items=15),
             }
         ),
         "resourceClaims": RESOURCE_CLAIMS,
@@ -195,9 +196,23 @@ def gpu_count(model: ModelSpec, isvc_gpu: int | None) -> int:
     return isvc_gpu or 0
 
 
+def _layer_split_errors(data: dict[str, Any]) -> list[str]:
+    """Ranges "first-last" must not run backwards (the pattern checks their form)."""
+    sharding = ((data.get("hardware") or {}).get("gpu") or {}).get("sharding") or {}
+    errors = []
+    for i, r in enumerate(sharding.get("layerSplit") or []):
+        lo, hi = (int(x) for x in r.split("-", 1))
+        if lo > hi:
+            errors.append(
+                f"spec.hardware.gpu.sharding.layerSplit[{i}]: {r!r}: first layer after last layer"
+            )
+    return errors
+
+
 def parse_model(spec: Any) -> ModelSpec:
     """The typed Model spec, or InvalidSpec listing every problem with its field path."""
     data, errors = validate(SPEC, spec, "spec")
+    errors = errors or _layer_split_errors(data)
     if errors:
         raise InvalidSpec(errors)
     hardware = data.get("hardware") or {}

@@ -77,7 +77,11 @@ async def _report(client: KubeClient, manager: Manager, names: list[str]) -> Non
         resources = container.get("resources", {})
         print(f"  container claims:         {json.dumps(resources.get('claims'))}")
         print(f"  container limits:         {json.dumps(resources.get('limits', {}))}")
+        print(f"  runtime image:            {container.get('image')}")
         print(f"  runtime args:             {' '.join(container.get('args', []))}")
+        status = (isvc or {}).get("status") or {}
+        label = f"endpoint ({status.get('mode')}):"
+        print(f"  {label:<26}{status.get('endpoint')}")
         print("  conditions:")
         print(_conditions(isvc))
     pods, _ = await client.list(POD, "default")

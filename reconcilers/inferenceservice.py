@@ -44,13 +44,16 @@ from .conditions import Condition
 from .context import Context
 from .gpu import attachment_kind, replica_charge
 from .quota import namespace_allocations, quotas_for
+from .runtime_checks import runtime_problems
 from .workload import (
     MANAGED_BY,
     MANAGER,
     SERVICE_LABEL,
     build_deployment,
     build_member_pods,
+    build_members_service,
     build_service,
+    model_location,
     selector,
 )
 
@@ -187,6 +190,11 @@ class InferenceServiceReconciler:
         if errors:
             await self._blocked(isvc, c.INVALID_SPEC, "; ".join(errors), phase="Failed")
             return Result()
+        problems = runtime_problems(service, model, model_location(model)[0])
+        if problems:
+            message = "; ".join(p.message for p in problems)
+            await self._blocked(isvc, problems[0].reason, message, phase="Failed")
+            return Result()
         missing = missing_claims(self.ctx.cache, request.namespace, model)
         if missing and not self._has_workload(isvc):
             await self._blocked(
@@ -286,6 +294,15 @@ class InferenceServiceReconciler:
                 uid,
                 keep=("clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"),
             )
+            if service.multi_node is not None:
+                await ensure(
+                    self.ctx.client,
+                    self.ctx.cache,
+                    SERVICE,
+                    build_members_service(isvc, service),
+                    uid,
+                    keep=("clusterIPs", "ipFamilies", "ipFamilyPolicy"),
+                )
         except NotOwned as e:
             conditions += [
                 Condition(WORKLOAD_READY, False, c.WORKLOAD_CONFLICT, str(e)),

@@ -1,57 +1,56 @@
-"""Container image and command line of each serving runtime.
+"""Container image, command line and port of each serving runtime.
 
-Derived flags come from the Model's GPU count; explicit settings in the
-InferenceService win over them, and a flag the user passes in extraArgs (under any
-of its spellings) replaces the one LLMKube would have derived.
+Derived flags come from the Model's GPU count (or, without one, the devices the DRA
+claims ask for); explicit settings in the InferenceService win over them, and an
+option the user passes in extraArgs under any of its spellings (runtime_flags.py)
+replaces the one we would have derived, so every option appears once.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from api import InferenceServiceSpec, ModelSpec
+from api.inferenceservice import MAX_TENSOR_SPLIT_PARTS
 
 from .gpu import runtime_device_count, uses_gpu
+from .images import image_for
+from .runtime_flags import FLAGS, int_value, normalize_user_args, user_args
 
-IMAGES = {
-    "vllm": "vllm/vllm-openai:v0.11.0",
-    "sglang": "lmsysorg/sglang:v0.5.4",
-    "tgi": "ghcr.io/huggingface/text-generation-inference:3.3.6",
-}
-LLAMACPP_IMAGES = {
-    "nvidia": "ghcr.io/ggml-org/llama.cpp:server-cuda",
-    "amd": "ghcr.io/ggml-org/llama.cpp:server-rocm",
-    "intel": "ghcr.io/ggml-org/llama.cpp:server-intel",
-    "cpu": "ghcr.io/ggml-org/llama.cpp:server",
-}
 PORTS = {"vllm": 8000, "sglang": 8000, "tgi": 8080, "llamacpp": 8080}
+HEALTH_PATHS = {"vllm": "/health", "sglang": "/health", "tgi": "/health", "llamacpp": "/health"}
 ALL_LAYERS = 99  # LLMKube's "all of them" (layers unset or -1)
 # Model.hardware.gpu.sharding.strategy -> llama.cpp --split-mode
 SPLIT_MODES = {"layer": "layer", "tensor": "row", "row": "row", "pipeline": "layer", "none": "none"}
+MODEL_OPTIONS = {
+    "vllm": ("--model",),
+    "sglang": ("--model-path",),
+    "tgi": ("--model-id",),
+    "llamacpp": ("--model", "-hf"),
+}
+SGLANG_COMMAND = ["python3", "-m", "sglang.launch_server"]
+VLLM_COMMAND = ["vllm", "serve"]  # the CUDA image's entrypoint; the CPU image has none
 
-# Spellings of one option; a user passing any of them owns that option.
-ALIASES = {
-    "--tensor-parallel-size": ("--tensor-parallel-size", "-tp"),
-    "--tp": ("--tp", "--tp-size", "--tensor-parallel-size"),
-    "--num-shard": ("--num-shard",),
-    "--n-gpu-layers": ("--n-gpu-layers", "-ngl", "--gpu-layers"),
-    "--split-mode": ("--split-mode", "-sm"),
-    "--tensor-split": ("--tensor-split", "-ts"),
-    "--ctx-size": ("--ctx-size", "-c"),
-    "--gpu-memory-utilization": ("--gpu-memory-utilization",),
-    "--cpu-offload-gb": ("--cpu-offload-gb",),
-    "--max-model-len": ("--max-model-len",),
-    "--mem-fraction-static": ("--mem-fraction-static",),
-    "--port": ("--port",),
-    "--host": ("--host", "--hostname"),
+# spec.mode -> the runtime's flags (name, value or None for a bare flag).
+MODE_FLAGS: dict[str, dict[str, tuple[tuple[str, str | None], ...]]] = {
+    "llamacpp": {
+        "embedding": (("--embedding", None), ("--pooling", "last")),
+        "rerank": (("--reranking", None), ("--embedding", None), ("--pooling", "rank")),
+    },
+    "vllm": {"embedding": (("--runner", "pooling"),), "rerank": (("--runner", "pooling"),)},
+    "sglang": {"embedding": (("--is-embedding", None),), "rerank": (("--is-embedding", None),)},
 }
 
 
-# spec.mode -> llama-server flags (LLMKube's), skipped when extraArgs already set them.
-LLAMACPP_MODE_FLAGS = {
-    "embedding": (("--embedding",), ("--pooling", "last")),
-    "rerank": (("--reranking",), ("--embedding",), ("--pooling", "rank")),
-}
+@dataclass(frozen=True)
+class Member:
+    """One pod of a multiNode group."""
+
+    rank: int
+    world: int
+    leader: str
+    rendezvous_port: int
 
 
 @dataclass(frozen=True)
@@ -59,35 +58,59 @@ class RuntimeCommand:
     image: str
     command: list[str]
     args: list[str]
-    port: int
+    port: int  # where the runtime really listens (a user --port wins)
     health_path: str = "/health"
-
-
-def _user_flags(extra_args: tuple[str, ...]) -> set[str]:
-    return {a.split("=", 1)[0] for a in extra_args if a.startswith("-")}
-
-
-class _Args:
-    """Derived flags, skipping any the user set in extraArgs."""
-
-    def __init__(self, extra_args: tuple[str, ...]) -> None:
-        self.extra = extra_args
-        self.user = _user_flags(extra_args)
-        self.args: list[str] = []
-
-    def add(self, flag: str, value: object | None) -> None:
-        if value is None or self.user.intersection(ALIASES.get(flag, (flag,))):
-            return
-        self.args += [flag, _fmt(value)]
-
-    def done(self) -> list[str]:
-        return self.args + list(self.extra)
+    env: list[dict[str, Any]] = field(default_factory=list)
+    serves_http: bool = True  # False for vLLM's headless multiNode members
 
 
 def _fmt(value: object) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     return str(value)
+
+
+class _Argv:
+    """Derived options, leaving out every option the user set in extraArgs."""
+
+    def __init__(self, runtime: str, extra_args: tuple[str, ...]) -> None:
+        self.flags = FLAGS[runtime]
+        self.extra = normalize_user_args(runtime, extra_args)
+        self.user = user_args(runtime, self.extra)
+        self.args: list[str] = []
+
+    def add(self, name: str, value: object | None) -> None:
+        """`--name value`; for a flag without value, any non-None value means present."""
+        if value is None or name in self.user:
+            return
+        if self.flags[name].takes_value:
+            self.args += [name, _fmt(value)]
+        else:
+            self.args.append(name)
+
+    def toggle(self, name: str, on: bool | None) -> None:
+        """A boolean option: its positive spelling, or its negative one when off."""
+        if on is None or name in self.user:
+            return
+        self.args.append(name if on else self.flags[name].negatives[-1])
+
+    def repeat(self, name: str, values: tuple[str, ...]) -> None:
+        if name in self.user:
+            return
+        for v in values:
+            self.args += [name, v]
+
+    def mode(self, runtime: str, mode: str) -> None:
+        for name, value in MODE_FLAGS.get(runtime, {}).get(mode, ()):
+            self.add(name, value if value is not None else True)
+
+    def port(self, default: int) -> int:
+        return int_value(self.user.value("--port")) or default
+
+    def done(self) -> list[str]:
+        return self.args + list(self.extra)
 
 
 def _multi(count: int | None) -> int | None:
@@ -95,15 +118,29 @@ def _multi(count: int | None) -> int | None:
     return count if count and count > 1 else None
 
 
-def _tensor_split(layer_split: tuple[str, ...], count: int) -> str:
-    """Ratios from LLMKube's layerSplit ranges ("0-15" = 16 layers), else an even split."""
+def tensor_split(layer_split: tuple[str, ...], count: int) -> str | None:
+    """Ratios from LLMKube's layerSplit ranges ("0-15" = 16 layers), else an even split.
+
+    None above llama.cpp's 15 parts: it then splits over all devices by free memory.
+    """
     if layer_split:
         sizes = []
         for r in layer_split:
             lo, hi = r.split("-", 1)
             sizes.append(str(int(hi) - int(lo) + 1))
         return ",".join(sizes)
-    return ",".join(["1"] * count)
+    return ",".join(["1"] * count) if count <= MAX_TENSOR_SPLIT_PARTS else None
+
+
+def model_flag(runtime: str, model_arg: str) -> str:
+    """How the runtime is told what to load: llama.cpp takes a hub repo with -hf."""
+    if runtime == "vllm":
+        return "--model"
+    if runtime == "sglang":
+        return "--model-path"
+    if runtime == "tgi":
+        return "--model-id"
+    return "--model" if model_arg.startswith("/") else "-hf"
 
 
 def runtime_command(
@@ -112,52 +149,138 @@ def runtime_command(
     model_arg: str,
     served_name: str,
     claimed_devices: int | None = None,
+    member: Member | None = None,
 ) -> RuntimeCommand:
     """The runtime's image, command and argv.
 
     `claimed_devices`: the devices the pod's DRA claims ask for, when known; it sizes
     the runtime only when LLMKube's GPU count is absent (count always wins).
+    `member`: the multiNode rank this pod runs (vLLM only).
     """
-    s = service.settings
+    runtime = service.runtime
     count = runtime_device_count(model, service) or claimed_devices or None
     gpu = uses_gpu(model, service)
-    port = PORTS[service.runtime]
-    a = _Args(service.extra_args)
-    if service.runtime == "vllm":
-        a.args += ["--model", model_arg, "--served-model-name", served_name]
-        a.add("--host", "0.0.0.0")
-        a.add("--port", port)
-        a.add("--tensor-parallel-size", s.tensor_parallel_size or _multi(count))
-        if gpu:
-            a.add("--gpu-memory-utilization", s.gpu_memory_utilization)
-            a.add("--cpu-offload-gb", s.cpu_offload_gb)
-        a.add("--max-model-len", s.max_model_len)
-        return RuntimeCommand(service.image or IMAGES["vllm"], [], a.done(), port)
-    if service.runtime == "sglang":
-        a.args += ["--model-path", model_arg, "--served-model-name", served_name]
-        a.add("--host", "0.0.0.0")
-        a.add("--port", port)
-        a.add("--tp", s.tensor_parallel_size or _multi(count))
-        if gpu:
-            a.add("--mem-fraction-static", s.mem_fraction_static)
-        if service.mode == "embedding" and "--is-embedding" not in a.user:
-            a.args.append("--is-embedding")
-        command = ["python3", "-m", "sglang.launch_server"]
-        return RuntimeCommand(service.image or IMAGES["sglang"], command, a.done(), port)
-    if service.runtime == "tgi":
-        a.args += ["--model-id", model_arg]
-        a.add("--hostname", "0.0.0.0")
-        a.add("--port", port)
-        a.add("--num-shard", _multi(count))
-        return RuntimeCommand(service.image or IMAGES["tgi"], [], a.done(), port)
-    # llama.cpp
-    if model_arg.startswith(("/", "./")):
-        a.args += ["--model", model_arg]
-    else:
-        a.args += ["-hf", model_arg]
-    a.args += ["--alias", served_name]
+    a = _Argv(runtime, service.extra_args)
+    # llama.cpp's --model and -hf both say what to load: a user's either one wins.
+    if not any(name in a.user for name in MODEL_OPTIONS[runtime]):
+        a.add(model_flag(runtime, model_arg), model_arg)
+    build = {"vllm": _vllm, "sglang": _sglang, "tgi": _tgi, "llamacpp": _llamacpp}[runtime]
+    command, env = build(a, service, model, served_name, count, gpu, member)
+    return RuntimeCommand(
+        image=image_for(model, service) or "",
+        command=command,
+        args=a.done(),
+        port=a.port(PORTS[runtime]),
+        health_path=HEALTH_PATHS[runtime],
+        env=env,
+        serves_http=not (member and member.rank > 0),
+    )
+
+
+Built = tuple[list[str], list[dict[str, Any]]]
+
+
+def _vllm(
+    a: _Argv,
+    service: InferenceServiceSpec,
+    model: ModelSpec,
+    served_name: str,
+    count: int | None,
+    gpu: bool,
+    member: Member | None,
+) -> Built:
+    s = service.settings
+    a.add("--served-model-name", served_name)
     a.add("--host", "0.0.0.0")
-    a.add("--port", port)
+    a.add("--port", PORTS["vllm"])
+    a.add("--tensor-parallel-size", s.tensor_parallel_size or _multi(count))
+    a.add("--pipeline-parallel-size", s.pipeline_parallel_size)
+    if gpu:
+        a.add("--gpu-memory-utilization", s.gpu_memory_utilization)
+        a.add("--cpu-offload-gb", s.cpu_offload_gb)
+    a.add("--max-model-len", s.max_model_len)
+    a.add("--quantization", s.quantization)
+    a.add("--dtype", s.dtype)
+    a.add("--kv-cache-dtype", s.kv_cache_dtype)
+    a.toggle("--enable-prefix-caching", s.enable_prefix_caching)
+    a.toggle("--enable-chunked-prefill", s.enable_chunked_prefill)
+    a.add("--max-num-batched-tokens", s.max_num_batched_tokens)
+    a.toggle("--enable-expert-parallel", s.enable_expert_parallel)
+    a.add("--max-num-seqs", s.parallel_slots)
+    a.mode("vllm", service.mode)
+    if member is not None:
+        # vLLM 0.11's own multi-node mode without Ray: one data-parallel rank per node
+        # (tensor parallel inside it); rank 0 serves the API, the others run headless.
+        a.add("--data-parallel-size", member.world)
+        a.add("--data-parallel-size-local", 1)
+        a.add("--data-parallel-address", member.leader)
+        a.add("--data-parallel-rpc-port", member.rendezvous_port)
+        if member.rank > 0:
+            a.add("--data-parallel-start-rank", member.rank)
+            a.add("--headless", True)
+    env = []
+    if s.attention_backend:  # no flag at 0.11: vLLM reads it from the environment
+        env.append({"name": "VLLM_ATTENTION_BACKEND", "value": s.attention_backend})
+    return list(VLLM_COMMAND), env
+
+
+def _sglang(
+    a: _Argv,
+    service: InferenceServiceSpec,
+    model: ModelSpec,
+    served_name: str,
+    count: int | None,
+    gpu: bool,
+    member: Member | None,
+) -> Built:
+    s = service.settings
+    a.add("--served-model-name", served_name)
+    a.add("--host", "0.0.0.0")
+    a.add("--port", PORTS["sglang"])
+    a.add("--tp-size", s.tensor_parallel_size or _multi(count))
+    a.add("--dp-size", s.data_parallel_size)
+    a.add("--ep-size", s.expert_parallel_size)
+    if gpu:
+        a.add("--mem-fraction-static", s.mem_fraction_static)
+    a.add("--context-length", s.context_size)
+    a.add("--quantization", s.quantization)
+    a.mode("sglang", service.mode)
+    return list(SGLANG_COMMAND), []
+
+
+def _tgi(
+    a: _Argv,
+    service: InferenceServiceSpec,
+    model: ModelSpec,
+    served_name: str,
+    count: int | None,
+    gpu: bool,
+    member: Member | None,
+) -> Built:
+    s = service.settings
+    a.add("--hostname", "0.0.0.0")
+    a.add("--port", PORTS["tgi"])
+    a.add("--num-shard", _multi(count))
+    a.add("--quantize", s.quantization)
+    a.add("--dtype", s.dtype)
+    a.add("--max-input-length", s.max_input_length)
+    a.add("--max-total-tokens", s.max_total_tokens)
+    return [], []  # the image's entrypoint runs text-generation-launcher
+
+
+def _llamacpp(
+    a: _Argv,
+    service: InferenceServiceSpec,
+    model: ModelSpec,
+    served_name: str,
+    count: int | None,
+    gpu: bool,
+    member: Member | None,
+) -> Built:
+    s = service.settings
+    a.add("--alias", served_name)
+    a.add("--host", "0.0.0.0")
+    a.add("--port", PORTS["llamacpp"])
     if gpu:
         layers = model.gpu.layers
         a.add("--n-gpu-layers", layers if layers and layers > 0 else ALL_LAYERS)
@@ -165,11 +288,24 @@ def runtime_command(
             split_mode = SPLIT_MODES[model.gpu.sharding_strategy]
             a.add("--split-mode", split_mode)
             if split_mode != "none":
-                a.add("--tensor-split", _tensor_split(model.gpu.layer_split, count or 1))
+                a.add("--tensor-split", tensor_split(model.gpu.layer_split, count or 1))
+        if s.flash_attention is not None:
+            a.add("--flash-attn", "on" if s.flash_attention else "off")
     a.add("--ctx-size", s.context_size)
-    for group in LLAMACPP_MODE_FLAGS.get(service.mode, ()):
-        if group[0] not in a.user:
-            a.args += group
-    vendor = model.gpu.vendor if gpu else "cpu"
-    image = service.image or LLAMACPP_IMAGES.get(vendor, LLAMACPP_IMAGES["cpu"])
-    return RuntimeCommand(image, [], a.done(), port)
+    a.add("--parallel", s.parallel_slots)
+    a.toggle("--jinja", s.jinja)
+    a.add("--cache-type-k", s.cache_type_k)
+    a.add("--cache-type-v", s.cache_type_v)
+    a.add("--cpu-moe", True if s.moe_cpu_offload else None)
+    a.add("--n-cpu-moe", s.moe_cpu_layers)
+    if s.no_kv_offload:
+        a.toggle("--kv-offload", False)
+    if s.no_warmup:
+        a.toggle("--warmup", False)
+    a.add("--batch-size", s.batch_size)
+    a.add("--ubatch-size", s.ubatch_size)
+    a.add("--reasoning-budget", s.reasoning_budget)
+    a.repeat("--override-kv", s.metadata_overrides)
+    a.repeat("--override-tensor", s.tensor_overrides)
+    a.mode("llamacpp", service.mode)
+    return [], []

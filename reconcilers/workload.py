@@ -5,15 +5,15 @@ Pure functions from the specs to the objects the reconciler makes exist.
 
 from __future__ import annotations
 
-import posixpath
 from typing import Any
-from urllib.parse import urlparse
 
 from api import InferenceServiceSpec, ModelSpec
 from controller.resources import INFERENCE_SERVICE
 
 from .gpu import GPUAttachment, gpu_attachment, uses_gpu
-from .runtimes import RuntimeCommand, runtime_command
+from .loader import MODEL_DIR
+from .loader import model_location as loader_location
+from .runtimes import Member, RuntimeCommand, runtime_command
 
 Obj = dict[str, Any]
 MANAGED_BY = "app.kubernetes.io/managed-by"
@@ -21,8 +21,6 @@ MANAGER = "llmkube"
 SERVICE_LABEL = "inference.llmkube.dev/inferenceservice"
 MODEL_LABEL = "inference.llmkube.dev/model"
 MEMBER_LABEL = "inference.llmkube.dev/member"
-MODEL_DIR = "/models"
-LOADER_IMAGE = "curlimages/curl:8.10.1"
 CONTAINER = "inference"
 
 
@@ -70,24 +68,7 @@ def _metadata(isvc: Obj, name: str, model_name: str) -> Obj:
 
 def model_location(model: ModelSpec) -> tuple[str, Obj | None]:
     """What the runtime loads, and the init container that downloads it when it is a URL."""
-    url = urlparse(model.source)
-    if url.scheme not in ("http", "https"):
-        return model.source, None  # a hub repository id or a path inside the image
-    filename = posixpath.basename(url.path) or "model"
-    path = f"{MODEL_DIR}/{filename}"
-    loader = {
-        "name": "model-loader",
-        "image": LOADER_IMAGE,
-        "command": [
-            "sh",
-            "-c",
-            'test -s "$0" || curl -fL --retry 5 -o "$0.part" "$1" && mv "$0.part" "$0"',
-            path,
-            model.source,
-        ],
-        "volumeMounts": [{"name": "models", "mountPath": MODEL_DIR}],
-    }
-    return path, loader
+    return loader_location(model.source)
 
 
 def _container(
@@ -106,28 +87,33 @@ def _container(
         resources["limits"] = limits
     if attach.container_claims:
         resources["claims"] = list(attach.container_claims)
+    # The port the runtime really listens on (a user --port wins); probes and the
+    # Service name the port "http", so they follow it.
     container: Obj = {
         "name": CONTAINER,
         "image": rt.image,
+        "imagePullPolicy": "IfNotPresent",
         "args": rt.args,
         "ports": [{"name": "http", "containerPort": rt.port, "protocol": "TCP"}],
         "resources": resources,
         "volumeMounts": [{"name": "models", "mountPath": MODEL_DIR}],
-        "readinessProbe": {
+    }
+    if rt.serves_http:  # vLLM's headless multiNode members serve no HTTP
+        container["readinessProbe"] = {
             "httpGet": {"path": rt.health_path, "port": "http"},
             "periodSeconds": 10,
             "failureThreshold": 3,
-        },
-        "startupProbe": {
+        }
+        container["startupProbe"] = {
             "httpGet": {"path": rt.health_path, "port": "http"},
             "periodSeconds": 10,
             "failureThreshold": 180,  # large models take minutes to load
-        },
-    }
+        }
     if rt.command:
         container["command"] = rt.command
-    if service.pod.env:
-        container["env"] = [dict(e) for e in service.pod.env]
+    env = [*rt.env, *(dict(e) for e in service.pod.env)]
+    if env:
+        container["env"] = env
     return container
 
 
@@ -152,9 +138,10 @@ def pod_spec(
     model: ModelSpec,
     model_name: str,
     claimed_devices: int | None = None,
+    member: Member | None = None,
 ) -> Obj:
     model_arg, loader = model_location(model)
-    rt = runtime_command(service, model, model_arg, model_name, claimed_devices)
+    rt = runtime_command(service, model, model_arg, model_name, claimed_devices, member)
     attach = gpu_attachment(model, service)
     spec: Obj = {
         "containers": [_container(rt, service, model, attach)],
@@ -198,21 +185,40 @@ def build_deployment(
     }
 
 
+def members_service_name(isvc: Obj) -> str:
+    return f"{isvc['metadata']['name']}-members"
+
+
+def leader_address(isvc: Obj, service: InferenceServiceSpec) -> str:
+    """members[0].fabric.address, else rank 0's DNS name under the headless Service."""
+    name, ns = isvc["metadata"]["name"], isvc["metadata"]["namespace"]
+    assert service.multi_node is not None
+    head = service.multi_node.members[0].address
+    return head or f"{name}-0.{members_service_name(isvc)}.{ns}.svc"
+
+
 def build_member_pods(
     isvc: Obj, service: InferenceServiceSpec, model: ModelSpec, model_name: str, replicas: int
 ) -> list[Obj]:
-    """multiNode: one pod per member, pinned with nodeName (device-plugin GPUs only)."""
+    """multiNode: one pod per member, pinned with nodeName (device-plugin GPUs only).
+
+    Each gets its rank's runtime flags; rank 0 serves the API, and the headless
+    Service `<name>-members` gives every member a DNS name for the rendezvous.
+    """
     if replicas == 0 or service.multi_node is None:
         return []
     name = isvc["metadata"]["name"]
     members = service.multi_node.members
-    leader = members[0].address or f"{name}-0.{name}.{isvc['metadata']['namespace']}.svc"
+    leader = leader_address(isvc, service)
+    port = service.multi_node.rendezvous_port
     pods = []
     for rank, member in enumerate(members):
-        spec = pod_spec(isvc, service, model, model_name)
+        spec = pod_spec(
+            isvc, service, model, model_name, member=Member(rank, len(members), leader, port)
+        )
         spec["nodeName"] = member.node
         spec["hostname"] = f"{name}-{rank}"
-        spec["subdomain"] = name
+        spec["subdomain"] = members_service_name(isvc)
         spec["restartPolicy"] = "Always"
         container = spec["containers"][0]
         container["env"] = [
@@ -220,8 +226,9 @@ def build_member_pods(
             {"name": "LLMKUBE_NODE_RANK", "value": str(rank)},
             {"name": "LLMKUBE_WORLD_SIZE", "value": str(len(members))},
             {"name": "LLMKUBE_LEADER_ADDRESS", "value": leader},
-            {"name": "LLMKUBE_RENDEZVOUS_PORT", "value": str(service.multi_node.rendezvous_port)},
+            {"name": "LLMKUBE_RENDEZVOUS_PORT", "value": str(port)},
         ]
+        container["ports"].append({"name": "rendezvous", "containerPort": port, "protocol": "TCP"})
         meta = _metadata(isvc, f"{name}-{rank}", model_name)
         meta["labels"] = {**service.pod.pod_labels, **meta["labels"], MEMBER_LABEL: str(rank)}
         if service.pod.pod_annotations:
@@ -230,16 +237,40 @@ def build_member_pods(
     return pods
 
 
+def build_members_service(isvc: Obj, service: InferenceServiceSpec) -> Obj:
+    """multiNode rendezvous: a headless Service over all members, ready or not yet."""
+    name = isvc["metadata"]["name"]
+    assert service.multi_node is not None
+    port = service.multi_node.rendezvous_port
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _metadata(isvc, members_service_name(isvc), service.model_ref),
+        "spec": {
+            "clusterIP": "None",
+            "publishNotReadyAddresses": True,
+            "selector": {SERVICE_LABEL: name},
+            "ports": [{"name": "rendezvous", "port": port, "targetPort": port, "protocol": "TCP"}],
+        },
+    }
+
+
 def build_service(isvc: Obj, service: InferenceServiceSpec) -> Obj:
-    """spec.endpoint: the Service's port (default 8080) and type; the pod's http port behind."""
+    """spec.endpoint: the Service's port (default 8080) and type; the pod's http port behind.
+
+    multiNode: only rank 0 serves the API, so only it is selected.
+    """
     name = isvc["metadata"]["name"]
     ep = service.endpoint
     port: Obj = {"name": "http", "port": ep.port, "targetPort": "http", "protocol": "TCP"}
     if ep.node_port and ep.type != "ClusterIP":
         port["nodePort"] = ep.node_port
+    selector = {SERVICE_LABEL: name}
+    if service.multi_node is not None:
+        selector[MEMBER_LABEL] = "0"
     return {
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": _metadata(isvc, name, service.model_ref),
-        "spec": {"selector": {SERVICE_LABEL: name}, "ports": [port], "type": ep.type},
+        "spec": {"selector": selector, "ports": [port], "type": ep.type},
     }

@@ -134,7 +134,7 @@ async def test_real_conflicts_with_a_concurrent_writer(
         async def sglang() -> bool:
             d = await kube.get(DEPLOYMENT, "default", "qwen3-32b")
             assert d is not None
-            return "--tp" in d["spec"]["template"]["spec"]["containers"][0]["args"]
+            return "--tp-size" in d["spec"]["template"]["spec"]["containers"][0]["args"]
 
         await eventually(sglang, timeout=15, what="the switch to sglang")
     finally:

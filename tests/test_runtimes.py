@@ -33,7 +33,7 @@ def flag(argv: list[str], name: str) -> str | None:
 
 @pytest.mark.parametrize(
     ("runtime", "name"),
-    [("vllm", "--tensor-parallel-size"), ("sglang", "--tp"), ("tgi", "--num-shard")],
+    [("vllm", "--tensor-parallel-size"), ("sglang", "--tp-size"), ("tgi", "--num-shard")],
 )
 def test_count_sizes_parallelism(runtime: str, name: str) -> None:
     assert flag(args(runtime, model(count=2)), name) == "2"
@@ -52,7 +52,8 @@ def test_user_tensor_parallel_size_wins_over_count() -> None:
         == "4"
     )
     assert (
-        flag(args("sglang", model(count=4), sglangConfig={"tensorParallelSize": 2}), "--tp") == "2"
+        flag(args("sglang", model(count=4), sglangConfig={"tensorParallelSize": 2}), "--tp-size")
+        == "2"
     )
     # TGI has no numShard field in LLMKube: extraArgs is how a user sets it.
     assert flag(args("tgi", model(count=4), extraArgs=["--num-shard", "1"]), "--num-shard") == "1"
@@ -70,7 +71,7 @@ def test_extra_args_replace_derived_flags_under_any_spelling() -> None:
     a = args("vllm", model(count=2), extraArgs=["-tp", "8"])
     assert "--tensor-parallel-size" not in a and a[-2:] == ["-tp", "8"]
     a = args("sglang", model(count=2), extraArgs=["--tp-size=2"])
-    assert "--tp" not in a and a[-1] == "--tp-size=2"
+    assert a.count("--tp-size") == 0 and a[-1] == "--tp-size=2"
     a = args("llamacpp", model(count=2), extraArgs=["-ngl", "10", "-sm", "row"])
     assert "--n-gpu-layers" not in a and "--split-mode" not in a
     assert flag(a, "--tensor-split") == "1,1"
@@ -135,7 +136,7 @@ def test_cpu_models_get_no_gpu_flags() -> None:
     v = args("vllm", cpu, vllmConfig={"gpuMemoryUtilization": 0.9})
     assert "--gpu-memory-utilization" not in v
     service = parse_inference_service({"modelRef": "m", "runtime": "llamacpp"})
-    assert runtime_command(service, cpu, "/models/x.gguf", "m").image.endswith(":server")
+    assert runtime_command(service, cpu, "/models/x.gguf", "m").image.endswith(":server-b10068")
 
 
 def test_claims_add_no_device_plugin_limit() -> None:

@@ -1,0 +1,137 @@
+"""What the runtime's parser cannot see: problems that would start a pod that never serves.
+
+Each is reported on the InferenceService (Ready=False with the reason and the numbers)
+instead of creating a workload that crash-loops or waits forever: parallelism above
+the GPUs the pod gets, a mode or model format the runtime cannot serve, a config value
+outside the parser's choices, no image for the accelerator.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from api import InferenceServiceSpec, ModelSpec, gpu_count
+
+from .gpu import uses_gpu
+from .images import image_for, missing_image_message
+from .runtime_flags import CHOICES, int_value, user_args
+from .runtimes import MODE_FLAGS, RuntimeCommand, runtime_command
+
+PARALLELISM_EXCEEDS_GPUS = "ParallelismExceedsGPUs"
+MODE_NOT_SUPPORTED = "ModeNotSupported"
+MODEL_FORMAT_NOT_SUPPORTED = "ModelFormatNotSupported"
+INVALID_RUNTIME_CONFIG = "InvalidRuntimeConfig"
+IMAGE_NOT_AVAILABLE = "ImageNotAvailable"
+
+# Formats each runtime loads (llama.cpp: GGUF only; TGI: no GGUF).
+FORMATS = {
+    "llamacpp": ("gguf", "custom"),
+    "tgi": ("safetensors", "pytorch", "custom"),
+    "vllm": ("safetensors", "pytorch", "gguf", "custom"),
+    "sglang": ("safetensors", "pytorch", "gguf", "custom"),
+}
+# Config fields filled into options with choices: option -> the field a user wrote.
+CONFIG_FIELDS = {
+    "vllm": {"--dtype": "vllmConfig.dtype", "--kv-cache-dtype": "vllmConfig.kvCacheDtype"},
+    "sglang": {"--quantization": "sglangConfig.quantization"},
+    "tgi": {"--quantize": "tgiConfig.quantize", "--dtype": "tgiConfig.dtype"},
+    "llamacpp": {},
+}
+
+
+@dataclass(frozen=True)
+class Problem:
+    reason: str
+    message: str
+
+
+def pod_gpus(model: ModelSpec, service: InferenceServiceSpec, claimed: int | None) -> int | None:
+    """GPUs one pod gets: the device-plugin limit, or for claims count / the claimed devices."""
+    if not uses_gpu(model, service):
+        return 0
+    count = gpu_count(model, service.gpu)
+    if model.uses_claims:
+        return count or claimed
+    return count or 1
+
+
+def parallelism(runtime: str, rt: RuntimeCommand) -> tuple[int, str]:
+    """The GPUs the argv asks for, and how it got there (for the message)."""
+    opts = user_args(runtime, tuple(rt.args))
+
+    def n(name: str) -> int:
+        return int_value(opts.value(name)) or 1
+
+    if runtime == "vllm":
+        tp, pp = n("--tensor-parallel-size"), n("--pipeline-parallel-size")
+        return tp * pp, f"tensor parallel {tp} x pipeline parallel {pp}"
+    if runtime == "sglang":
+        tp, dp = n("--tp-size"), n("--dp-size")
+        return tp * dp, f"tensor parallel {tp} x data parallel {dp}"
+    if runtime == "tgi":
+        shards = n("--num-shard")
+        return shards, f"{shards} shards"
+    split = opts.value("--tensor-split")
+    parts = len(split.replace("/", ",").split(",")) if split else 1
+    return parts, f"{parts} --tensor-split parts"
+
+
+def runtime_problems(
+    service: InferenceServiceSpec,
+    model: ModelSpec,
+    model_arg: str,
+    claimed_devices: int | None = None,
+) -> list[Problem]:
+    runtime = service.runtime
+    problems = []
+    if image_for(model, service) is None:
+        problems.append(Problem(IMAGE_NOT_AVAILABLE, missing_image_message(model, service)))
+    if service.mode != "chat" and service.mode not in MODE_FLAGS.get(runtime, {}):
+        problems.append(
+            Problem(
+                MODE_NOT_SUPPORTED,
+                f"spec.mode: {runtime} does not serve {service.mode} (use llamacpp, vllm or "
+                "sglang)",
+            )
+        )
+    if model.format not in FORMATS[runtime]:
+        problems.append(
+            Problem(
+                MODEL_FORMAT_NOT_SUPPORTED,
+                f"Model {service.model_ref!r} is {model.format}: {runtime} loads "
+                f"{', '.join(FORMATS[runtime])}",
+            )
+        )
+    elif (
+        model.format == "gguf" and runtime in ("vllm", "sglang") and not model_arg.endswith(".gguf")
+    ):
+        problems.append(
+            Problem(
+                MODEL_FORMAT_NOT_SUPPORTED,
+                f"Model {service.model_ref!r}: {runtime} loads GGUF only from a .gguf file "
+                f"(a URL or path), not {model_arg!r}",
+            )
+        )
+    rt = runtime_command(service, model, model_arg, service.model_ref, claimed_devices)
+    opts = user_args(runtime, tuple(rt.args))
+    for option, field in CONFIG_FIELDS[runtime].items():
+        value = opts.value(option)
+        allowed = CHOICES[runtime][option]
+        if value is not None and value not in allowed:
+            problems.append(
+                Problem(
+                    INVALID_RUNTIME_CONFIG,
+                    f"spec.{field} (or {option} in extraArgs): {value!r} is not one of "
+                    f"{', '.join(allowed)}",
+                )
+            )
+    gpus = pod_gpus(model, service, claimed_devices)
+    wanted, how = parallelism(runtime, rt)
+    if gpus and wanted > gpus:
+        problems.append(
+            Problem(
+                PARALLELISM_EXCEEDS_GPUS,
+                f"{runtime} is set to {how} = {wanted} GPUs, but each pod gets {gpus}",
+            )
+        )
+    return problems

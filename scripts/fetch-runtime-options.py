@@ -1,0 +1,294 @@
+#!/usr/bin/env python3
+"""Read what a serving runtime's own argv parser accepts off one of its releases.
+
+Writes tests/data/runtime-options/<runtime>.json in the format the contract test reads
+(tests/test_runtime_contract.py). Run it when a pinned image (reconcilers/images.py)
+moves to another version, then run the contract test against the new parser.
+
+    fetch-runtime-options.py vllm 0.11.0        # pip-installs vllm==0.11.0 in a temporary
+    fetch-runtime-options.py sglang 0.5.4       #   venv and builds the parser in-process
+    fetch-runtime-options.py tgi 3.3.6          # launcher/src/main.rs at tag v3.3.6 (clap)
+    fetch-runtime-options.py llamacpp b10068    # common/arg.cpp at that tag (common_arg)
+
+`--source FILE` reads main.rs / arg.cpp from a local file instead of GitHub.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import re
+import subprocess
+import sys
+import tempfile
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+OUT = Path(__file__).resolve().parents[1] / "tests" / "data" / "runtime-options"
+TGI_MAIN = (
+    "https://raw.githubusercontent.com/huggingface/text-generation-inference/v{v}/"
+    "launcher/src/main.rs"
+)
+LLAMACPP_ARG = "https://raw.githubusercontent.com/ggml-org/llama.cpp/{v}/common/arg.cpp"
+LLAMACPP_NOTES = (
+    "kind: void = flag without value; only options the server accepts; '--x=value' form is "
+    "NOT accepted by llama.cpp; --tensor-split takes at most 15 comma/slash separated floats "
+    "(llama_max_devices()=16, parts >= 16 rejected)"
+)
+TGI_NOTES = (
+    "clap: a non-multiple option given twice is an error; bool fields are flags; the image "
+    "entrypoint runs `text-generation-launcher $@` unquoted, so values with spaces are "
+    "word-split"
+)
+
+
+# -- argparse (vLLM, SGLang): the parser is built by the runtime's own code ------------
+
+
+def dump_argparse(parser: argparse.ArgumentParser) -> dict[str, Any]:
+    """Every option string of the parser with nargs, choices and the type's name."""
+    options: dict[str, Any] = {}
+    positionals = []
+    for action in parser._actions:
+        if not action.option_strings:
+            positionals.append(action.dest)
+            continue
+        nargs = action.nargs
+        for s in action.option_strings:
+            options[s] = {
+                "takes_value": nargs != 0,
+                "nargs": str(nargs),
+                "choices": list(action.choices) if action.choices is not None else None,
+                "type": getattr(action.type, "__name__", str(action.type)),
+            }
+    return {"positionals": positionals, "options": dict(sorted(options.items()))}
+
+
+VLLM_PARSER = """
+try:
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+except ImportError:
+    from vllm.utils import FlexibleArgumentParser
+from vllm.entrypoints.openai.cli_args import make_arg_parser
+parser = make_arg_parser(FlexibleArgumentParser())
+parser.add_argument("model_tag", nargs="?")  # `vllm serve`'s positional
+"""
+SGLANG_PARSER = """
+from sglang.srt.server_args import ServerArgs
+parser = argparse.ArgumentParser()
+ServerArgs.add_cli_args(parser)
+"""
+
+
+def from_release(package: str, version: str, build: str) -> dict[str, Any]:
+    """pip-install the release into a throwaway venv and dump its parser there."""
+    with tempfile.TemporaryDirectory() as tmp:
+        venv = Path(tmp) / "venv"
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        python = str(venv / "bin" / "python")
+        subprocess.run([python, "-m", "pip", "install", f"{package}=={version}"], check=True)
+        code = "\n".join(
+            [
+                "import argparse, json",
+                "from typing import Any",
+                inspect.getsource(dump_argparse),
+                build,
+                "print(json.dumps(dump_argparse(parser)))",
+            ]
+        )
+        out = subprocess.run([python, "-c", code], check=True, capture_output=True, text=True)
+    data: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return data
+
+
+# -- clap (TGI): the launcher's Args struct and its ValueEnums -------------------------
+
+
+def _kebab(name: str) -> str:
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "-", name).lower()
+
+
+def clap_enums(source: str) -> dict[str, list[str]]:
+    enums: dict[str, list[str]] = {}
+    pattern = r"#\[derive\([^)]*ValueEnum[^)]*\)\]\s*(?:#\[[^\]]*\]\s*)*(?:pub\s+)?enum\s+(\w+)"
+    for m in re.finditer(pattern + r"\s*\{(.*?)\n\}", source, re.S):
+        values, name_attr = [], None
+        for line in m.group(2).splitlines():
+            line = line.strip()
+            attr = re.match(r'#\[(?:clap|value)\(name\s*=\s*"([^"]+)"\)\]', line)
+            if attr:
+                name_attr = attr.group(1)
+            variant = re.match(r"([A-Z]\w*)\s*[,(]", line)
+            if variant:
+                values.append(name_attr or _kebab(variant.group(1)))
+                name_attr = None
+        enums[m.group(1)] = values
+    return enums
+
+
+def clap_args(source: str) -> dict[str, Any]:
+    enums = clap_enums(source)
+    body = re.search(r"struct Args\s*\{(.*?)\n\}", source, re.S)
+    if body is None:
+        raise SystemExit("no `struct Args` in the launcher source")
+    options: dict[str, Any] = {}
+    attrs = ""
+    for raw in body.group(1).splitlines():
+        line = raw.strip()
+        if line.startswith("#[clap(") or line.startswith("#[arg("):
+            attrs += line
+            continue
+        field = re.match(r"(?:pub\s+)?(\w+)\s*:\s*(.+?),?$", line)
+        if not field or line.startswith("//"):
+            continue
+        name, ty = field.group(1), field.group(2).rstrip(",")
+        if not re.search(r"\blong\b", attrs):
+            attrs = ""
+            continue
+        long = re.search(r'long\s*=\s*"([^"]+)"', attrs)
+        short = re.search(r"short\s*=\s*'(.)'", attrs)
+        optional = ty.startswith("Option<")
+        inner = ty[len("Option<") : -1] if optional else ty
+        multiple = inner.startswith("Vec<")
+        inner = inner[len("Vec<") : -1] if multiple else inner
+        default = re.search(r'default_value\s*=\s*"([^"]*)"', attrs)
+        if inner == "bool":
+            value = "bool" if optional else "flag"
+        elif inner in enums:
+            value = "enum"
+        elif inner == "String":
+            value = "string"
+        elif inner in ("f32", "f64"):
+            value = "float"
+        else:
+            value = inner
+        options["--" + (long.group(1) if long else name.replace("_", "-"))] = {
+            "short": (
+                "-" + (short.group(1) if short else name[0])
+                if re.search(r"\bshort\b", attrs)
+                else None
+            ),
+            "value": value,
+            "choices": enums.get(inner),
+            "multiple": multiple,
+            "default": default.group(1) if default else None,
+        }
+        attrs = ""
+    return {"enums": enums, "options": dict(sorted(options.items()))}
+
+
+# -- llama.cpp: the common_arg table of common/arg.cpp ---------------------------------
+
+
+def _balanced(text: str, start: int) -> int:
+    """Index just past the parenthesis that closes the one at `start` (strings skipped)."""
+    depth, i = 0, start
+    while i < len(text):
+        ch = text[i]
+        if ch == '"':
+            i += 1
+            while text[i] != '"':
+                i += 2 if text[i] == "\\" else 1
+        elif ch == "'":
+            i += 3 if text[i + 1] != "\\" else 4
+            continue
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+    raise ValueError("unbalanced parentheses")
+
+
+HANDLER_KINDS = {
+    (): "void",
+    ("std::string",): "string",
+    ("int",): "int",
+    ("bool",): "bool",
+    ("std::string", "std::string"): "str_str",
+}
+
+
+def llamacpp_args(source: str) -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    for m in re.finditer(r"add_opt\(common_arg\(", source):
+        end = _balanced(source, m.start() + len("add_opt"))
+        call = source[m.start() : end]
+        lists = re.findall(r"\{([^{}]*)\}", call.split("[", 1)[0])
+        aliases = re.findall(r'"(-[^"]+)"', lists[0]) if lists else []
+        negative = (
+            re.findall(r'"(-[^"]+)"', lists[1])
+            if len(lists) > 1 and re.match(r"\s*\{[^{}]*\}\s*,\s*\{", call[len(m.group(0)) :])
+            else []
+        )
+        handler = re.search(r"\[\]\s*\(\s*common_params\s*&\s*\w+\s*((?:,[^)]*)?)\)", call)
+        params = tuple(
+            re.sub(r"\b(const|&)\b|&", " ", p).split()[-2]
+            for p in (handler.group(1).split(",")[1:] if handler else [])
+        )
+        kind = HANDLER_KINDS.get(params, "string")
+        examples = re.search(r"set_examples\(\{([^}]*)\}\)", call)
+        excludes = re.search(r"set_excludes\(\{([^}]*)\}\)", call)
+        in_server = examples is None or re.search(
+            r"LLAMA_EXAMPLE_(SERVER|COMMON)\b", examples.group(1)
+        )
+        if not aliases or not in_server:
+            continue
+        if excludes and "LLAMA_EXAMPLE_SERVER" in excludes.group(1):
+            continue
+        canonical = aliases[-1]
+        options[canonical] = {
+            "canonical": canonical,
+            "aliases": aliases,
+            "negative": negative,
+            "kind": kind,
+            "takes_value": kind != "void",
+        }
+    return {"options": dict(sorted(options.items()))}
+
+
+def _read(url: str, source: str | None) -> str:
+    if source:
+        return Path(source).read_text()
+    with urllib.request.urlopen(url, timeout=60) as response:
+        text: str = response.read().decode()
+    return text
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("runtime", choices=("vllm", "sglang", "tgi", "llamacpp"))
+    p.add_argument("version", help="release (vllm, sglang, tgi) or llama.cpp tag (bNNNN)")
+    p.add_argument("--source", help="main.rs or arg.cpp from a local file")
+    p.add_argument("--out", type=Path, default=OUT)
+    a = p.parse_args(argv)
+    data: dict[str, Any]
+    if a.runtime == "vllm":
+        data = {"runtime": "vllm", "version": a.version}
+        data["source"] = f"PyPI vllm {a.version}, parser of `vllm serve` built in-process"
+        data.update(from_release("vllm", a.version, VLLM_PARSER))
+    elif a.runtime == "sglang":
+        data = {"runtime": "sglang", "version": a.version}
+        data["source"] = f"PyPI sglang {a.version}, ServerArgs parser built in-process"
+        data.update(from_release("sglang", a.version, SGLANG_PARSER))
+    elif a.runtime == "tgi":
+        data = {"runtime": "text-generation-launcher (TGI)", "version": a.version}
+        data["notes"] = TGI_NOTES
+        data.update(clap_args(_read(TGI_MAIN.format(v=a.version), a.source)))
+    else:
+        data = {"runtime": "llama.cpp llama-server", "version": a.version}
+        data["notes"] = LLAMACPP_NOTES
+        data.update(llamacpp_args(_read(LLAMACPP_ARG.format(v=a.version), a.source)))
+    a.out.mkdir(parents=True, exist_ok=True)
+    path = a.out / f"{a.runtime}.json"
+    path.write_text(json.dumps(data, indent=1) + "\n")
+    print(f"wrote {path}: {len(data['options'])} options")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,205 @@
+"""A checker of argv against what each runtime's own parser accepts (tests/data/runtime-options).
+
+It reads the options files as the parsers define them: argparse for vLLM and SGLang
+(`nargs`, `choices`, typed values, one positional for vLLM), clap for TGI (long and
+short names, typed values, enums, a repeated non-multiple option is an error, values
+are word-split by the image's entrypoint), llama.cpp's common_arg table (aliases and
+negatives, no `--x=value`, at most 15 --tensor-split parts).
+
+One reading differs from the files' `takes_value`: llama.cpp's `bool` options (e.g.
+`--jinja` / `--no-jinja`) are handled by a bool handler that consumes no value, so
+they are read as flags here.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+DATA = Path(__file__).parent / "data" / "runtime-options"
+
+
+@dataclass(frozen=True)
+class Option:
+    key: str  # one key per option: every spelling of it maps here
+    nargs: str  # "0" flag, "1" one value, "?" optional, "+" one or more, "*" any
+    kind: str  # int, uint, float, str, bool, hrint
+    choices: tuple[str, ...] | None
+    repeatable: bool
+
+
+def _load(name: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((DATA / f"{name}.json").read_text())
+    return data
+
+
+def _argparse_kind(t: str) -> str:
+    return {"int": "int", "float": "float", "human_readable_int": "hrint"}.get(t, "str")
+
+
+def argparse_options(name: str, groups: dict[str, tuple[str, ...]]) -> dict[str, Option]:
+    """vLLM / SGLang: every spelling is a key in the file; `groups` names the spellings of
+    one option (argparse's dest is not in the file), so repeats across spellings count."""
+    group_of = {s: g[0] for g in groups.values() for s in g}
+    out = {}
+    for spelling, o in _load(name)["options"].items():
+        nargs = {"None": "1", "0": "0"}.get(o["nargs"], o["nargs"])
+        choices = tuple(str(c) for c in o["choices"]) if o["choices"] else None
+        out[spelling] = Option(
+            group_of.get(spelling, spelling), nargs, _argparse_kind(o["type"]), choices, False
+        )
+    return out
+
+
+def tgi_options() -> dict[str, Option]:
+    out: dict[str, Option] = {}
+    for long, o in _load("tgi")["options"].items():
+        value = o["value"]
+        nargs = "0" if value == "flag" else "1"
+        kind = {
+            "usize": "uint",
+            "u16": "uint",
+            "u32": "uint",
+            "u64": "uint",
+            "float": "float",
+            "bool": "bool",
+        }.get(value, "str")
+        choices = tuple(o["choices"]) if o["choices"] else None
+        opt = Option(long, nargs, kind, choices, bool(o["multiple"]))
+        out[long] = opt
+        # `-p` is both --port's and --prometheus-port's short in the file: clap resolves
+        # it to the first declared, --port.
+        if o["short"] and o["short"] not in out:
+            out[o["short"]] = opt
+    return out
+
+
+def llamacpp_options() -> dict[str, Option]:
+    out: dict[str, Option] = {}
+    for o in _load("llamacpp")["options"].values():
+        canonical = o["canonical"]
+        kind = {"int": "int", "void": "flag", "bool": "flag", "str_str": "pair"}.get(
+            o["kind"], "str"
+        )
+        nargs = "0" if kind == "flag" else ("2" if kind == "pair" else "1")
+        opt = Option(canonical, nargs, "int" if kind == "int" else "str", None, False)
+        for s in [*o["aliases"], *o["negative"]]:
+            out[s] = opt
+    return out
+
+
+NUMBER = re.compile(r"^-?\d+(\.\d+)?$")
+
+
+def _value_ok(opt: Option, value: str) -> bool:
+    if opt.choices is not None and value not in opt.choices:
+        return False
+    try:
+        if opt.kind == "int":
+            int(value)
+        elif opt.kind == "uint":
+            return int(value) >= 0
+        elif opt.kind == "float":
+            return math.isfinite(float(value))
+        elif opt.kind == "hrint":
+            return bool(re.match(r"^\d+(\.\d+)?[kKmMgGtT]?$", value))
+        elif opt.kind == "bool":
+            return value in ("true", "false")
+    except ValueError:
+        return False
+    return True
+
+
+@dataclass
+class Parsed:
+    values: dict[str, list[str | None]]  # option key -> the value of each occurrence
+    positionals: list[str]
+    errors: list[str]
+
+
+class Checker:
+    def __init__(
+        self, runtime: str, options: dict[str, Option], positionals: int, inline: bool
+    ) -> None:
+        self.runtime = runtime
+        self.options = options
+        self.max_positionals = positionals
+        self.inline = inline  # whether --x=value is accepted
+
+    def parse(self, argv: list[str]) -> Parsed:
+        p = Parsed({}, [], [])
+        i = 0
+        while i < len(argv):
+            arg = argv[i]
+            i += 1
+            if not arg.startswith("-") or NUMBER.match(arg):
+                p.positionals.append(arg)
+                continue
+            name, eq, inline = arg.partition("=")
+            opt = self.options.get(name)
+            if opt is None or (eq and not self.inline):
+                p.errors.append(f"unknown option {arg!r}")
+                continue
+            values: list[str] = []
+            if eq:
+                values = [inline]
+            elif opt.nargs in ("1", "2"):
+                want = int(opt.nargs)
+                values = argv[i : i + want]
+                i += want
+                if len(values) < want or any(
+                    v.startswith("-") and not NUMBER.match(v) for v in values
+                ):
+                    p.errors.append(f"{name}: missing value")
+                    continue
+            elif opt.nargs in ("+", "*", "?"):
+                while i < len(argv) and not (argv[i].startswith("-") and not NUMBER.match(argv[i])):
+                    values.append(argv[i])
+                    i += 1
+                    if opt.nargs == "?":
+                        break
+                if opt.nargs == "+" and not values:
+                    p.errors.append(f"{name}: missing value")
+                    continue
+            for v in values if opt.nargs != "2" else values[:1]:
+                if not _value_ok(opt, v):
+                    p.errors.append(f"{name}: bad value {v!r}")
+                if self.runtime == "tgi" and re.search(r"\s", v):
+                    p.errors.append(f"{name}: {v!r} is word-split by the TGI entrypoint")
+            p.values.setdefault(opt.key, []).append(values[0] if values else None)
+        if len(p.positionals) > self.max_positionals:
+            p.errors.append(f"unexpected positional arguments {p.positionals!r}")
+        for key, occurrences in p.values.items():
+            if len(occurrences) > 1 and not self.repeatable(key):
+                p.errors.append(f"{key} given {len(occurrences)} times")
+        if self.runtime == "llamacpp":
+            for ts in p.values.get("--tensor-split", []):
+                if ts and len(re.split(r"[,/]", ts)) > 15:
+                    p.errors.append(f"--tensor-split {ts!r}: more than 15 parts")
+        return p
+
+    def repeatable(self, key: str) -> bool:
+        return any(o.repeatable for o in self.options.values() if o.key == key)
+
+
+def checkers(groups: dict[str, dict[str, tuple[str, ...]]]) -> dict[str, Checker]:
+    """One checker per runtime; `groups`: runtime -> option -> its spellings (argparse only)."""
+    llama = llamacpp_options()
+    # repeatable llama.cpp options (each occurrence adds an entry)
+    for s in ("--override-kv", "--override-tensor", "-ot"):
+        o = llama[s]
+        llama[s] = Option(o.key, o.nargs, o.kind, o.choices, True)
+    return {
+        "vllm": Checker("vllm", argparse_options("vllm", groups["vllm"]), 1, True),
+        "sglang": Checker("sglang", argparse_options("sglang", groups["sglang"]), 0, True),
+        "tgi": Checker("tgi", tgi_options(), 0, True),
+        "llamacpp": Checker("llamacpp", llama, 0, False),
+    }
+
+
+def versions() -> dict[str, str]:
+    return {name: _load(name)["version"] for name in ("vllm", "sglang", "tgi", "llamacpp")}

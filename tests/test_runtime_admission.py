@@ -1,0 +1,82 @@
+"""tensorSplit at admission: the webhook (our parse) and the CRD schema (maxItems)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import trustme
+
+from controller.kube import ApiError, KubeClient
+from controller.resources import MODEL
+from webhook.server import WebhookServer
+
+from .test_webhook import admission_review, ca, post, webhook, with_gpu
+
+__all__ = ["ca", "webhook"]  # the fixtures, used by name
+Obj = dict[str, Any]
+
+
+def isvc(extra_args: list[str], runtime: str = "llamacpp") -> Obj:
+    return {
+        "apiVersion": "inference.llmkube.dev/v1alpha1",
+        "kind": "InferenceService",
+        "metadata": {"name": "s"},
+        "spec": {"modelRef": "qwen3-32b", "runtime": runtime, "extraArgs": extra_args},
+    }
+
+
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        (["--tensor-split", ""], "spec.extraArgs[1]: --tensor-split"),
+        (["-ts", "a,b"], "spec.extraArgs[1]: -ts"),
+        (["-ngl", "99", "-ts", ",".join(["1"] * 16)], "spec.extraArgs[3]: -ts: at most 15 parts"),
+        (["--tensor-split=1,x"], "spec.extraArgs[0]: --tensor-split"),
+    ],
+)
+async def test_webhook_denies_bad_tensor_split(
+    webhook: WebhookServer, ca: trustme.CA, args: list[str], error: str
+) -> None:
+    _, body = await post(webhook, ca, admission_review(isvc(args)))
+    assert body["response"]["allowed"] is False
+    assert error in body["response"]["status"]["message"]
+
+
+async def test_webhook_admits_good_tensor_split_and_other_runtimes(
+    webhook: WebhookServer, ca: trustme.CA
+) -> None:
+    for review in (
+        isvc(["-ts", "3,1"]),
+        isvc(["--tensor-split", "1/1/2"]),
+        isvc(["-ts", "x"], "vllm"),
+    ):
+        _, body = await post(webhook, ca, admission_review(review))
+        assert body["response"]["allowed"] is True, body
+
+
+async def test_webhook_denies_backwards_or_too_many_layer_ranges(
+    webhook: WebhookServer, ca: trustme.CA
+) -> None:
+    for split, error in (
+        (["0-19", "39-20"], "layerSplit[1]: '39-20': first layer after last layer"),
+        ([f"{i}-{i}" for i in range(16)], "must have at most 15 items"),
+    ):
+        model = with_gpu(sharding={"layerSplit": split})
+        _, body = await post(webhook, ca, admission_review(model))
+        assert body["response"]["allowed"] is False
+        assert error in body["response"]["status"]["message"]
+
+
+async def test_crd_schema_caps_layer_split_without_the_webhook(kube: KubeClient) -> None:
+    gpu = {"enabled": True, "count": 2, "sharding": {"layerSplit": [f"{i}-{i}" for i in range(16)]}}
+    model = {
+        "apiVersion": "inference.llmkube.dev/v1alpha1",
+        "kind": "Model",
+        "metadata": {"name": "m", "namespace": "default"},
+        "spec": {"source": "/m.gguf", "hardware": {"accelerator": "cuda", "gpu": gpu}},
+    }
+    with pytest.raises(ApiError) as e:
+        await kube.create(MODEL, model)
+    assert e.value.status == 422
+    assert "layerSplit" in str(e.value)

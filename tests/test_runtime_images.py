@@ -1,0 +1,60 @@
+"""Chart runtimeImages reach the controller and override the pinned serving images."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+from api import parse_inference_service, parse_model
+from reconcilers import images
+
+from .test_chart import find, render
+
+Obj = dict[str, Any]
+SCHEMA = Path(__file__).parents[1] / "charts" / "llmkube" / "values.schema.json"
+
+
+def _env(values: Obj | None) -> dict[str, str]:
+    dep = find(render(values), "Deployment")
+    container = dep["spec"]["template"]["spec"]["containers"][0]
+    return {e["name"]: e.get("value", "") for e in container.get("env", [])}
+
+
+def test_chart_runtime_images_override_the_pins(monkeypatch: pytest.MonkeyPatch) -> None:
+    env = _env({"runtimeImages": {"vllm": {"rocm": "mirror/vllm-rocm:0.11.0"}}})
+    monkeypatch.setenv(images.OVERRIDES_ENV, env[images.OVERRIDES_ENV])
+    images.overrides.cache_clear()
+    try:
+        amd = parse_model(
+            {
+                "source": "Qwen/Qwen3-8B",
+                "format": "safetensors",
+                "hardware": {"accelerator": "rocm", "gpu": {"count": 1, "vendor": "amd"}},
+            }
+        )
+        vllm = parse_inference_service({"modelRef": "m", "runtime": "vllm"})
+        assert images.image_for(amd, vllm) == "mirror/vllm-rocm:0.11.0"
+        tgi = parse_inference_service({"modelRef": "m", "runtime": "tgi"})
+        assert images.image_for(amd, tgi) == images.PINS["tgi"]["rocm"]  # empty: the pin
+    finally:
+        images.overrides.cache_clear()
+
+
+def test_default_values_keep_every_pin() -> None:
+    raw = _env(None)[images.OVERRIDES_ENV]
+    assert images.OVERRIDES_ENV and raw
+    # all empty by default: nothing overrides a pin
+    assert all(not v for variants in json.loads(raw).values() for v in variants.values())
+
+
+def test_schema_rejects_unknown_runtimes_and_variants() -> None:
+    schema = json.loads(SCHEMA.read_text())
+    jsonschema.validate({"runtimeImages": {"vllm": {"cpu": "x:1"}}}, schema)
+    bad: Obj
+    for bad in ({"runtimeImages": {"ollama": {}}}, {"runtimeImages": {"vllm": {"tpu": "x"}}}):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(bad, schema)
