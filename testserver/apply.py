@@ -25,18 +25,60 @@ def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _item_keys(items: list[Any], schema: Obj | None, builtin: bool) -> list[str] | None:
+# Built-in kinds' associative lists, by field name, with kube's list-map keys (the
+# OpenAPI x-kubernetes-list-map-keys of core/v1 and apps/v1). A key field left out of an
+# item takes its default, as upstream does for `protocol`.
+_BUILTIN_KEYS: dict[str, list[str]] = {
+    "containers": ["name"],
+    "initContainers": ["name"],
+    "ephemeralContainers": ["name"],
+    "env": ["name"],
+    "volumes": ["name"],
+    "imagePullSecrets": ["name"],
+    "resourceClaims": ["name"],
+    "claims": ["name"],
+    "volumeMounts": ["mountPath"],
+    "volumeDevices": ["devicePath"],
+    "conditions": ["type"],
+    "topologySpreadConstraints": ["topologyKey", "whenUnsatisfiable"],
+}
+# Lists kube treats as atomic (replaced whole), though their items may carry a name.
+_BUILTIN_ATOMIC = {"args", "command", "tolerations", "envFrom"}
+_KEY_DEFAULTS = {"protocol": "TCP"}
+
+
+def _item_keys(
+    items: list[Any], schema: Obj | None, builtin: bool, field: str = ""
+) -> list[str] | None:
     if schema is not None:
         if schema.get("x-kubernetes-list-type") == "map":
             return list(schema.get("x-kubernetes-list-map-keys") or [])
         return None
-    if builtin and items and all(isinstance(i, dict) and "name" in i for i in items):
+    if not builtin or field in _BUILTIN_ATOMIC:
+        return None
+    if field in _BUILTIN_KEYS:
+        return _BUILTIN_KEYS[field]
+    if field == "ports" and items and all(isinstance(i, dict) for i in items):
+        # Container ports are keyed by containerPort, Service ports by port.
+        if all("containerPort" in i for i in items):
+            return ["containerPort", "protocol"]
+        if all("port" in i for i in items):
+            return ["port", "protocol"]
+    if items and all(isinstance(i, dict) and "name" in i for i in items):
         return ["name"]
     return None
 
 
+def _key_values(item: Obj, keys: list[str]) -> Obj:
+    return {k: item.get(k, _KEY_DEFAULTS.get(k)) for k in keys}
+
+
 def _key_token(item: Obj, keys: list[str]) -> str:
-    return "k:" + json.dumps({k: item.get(k) for k in keys}, separators=(",", ":"))
+    return "k:" + json.dumps(_key_values(item, keys), separators=(",", ":"))
+
+
+def _matches(item: Any, want: Obj) -> bool:
+    return isinstance(item, dict) and _key_values(item, list(want)) == want
 
 
 def _sub(schema: Obj | None, key: str) -> Obj | None:
@@ -58,7 +100,8 @@ def leaves(value: Any, schema: Obj | None, builtin: bool, prefix: Path = ()) -> 
         return out
     if isinstance(value, list) and value:
         item_schema = (schema or {}).get("items") if schema is not None else None
-        keys = _item_keys(value, schema, builtin)
+        field = prefix[-1][2:] if prefix and prefix[-1].startswith("f:") else ""
+        keys = _item_keys(value, schema, builtin, field)
         if keys:
             out = set()
             for item in value:
@@ -118,11 +161,7 @@ def _lookup(obj: Any, path: Path) -> tuple[bool, Any]:
             node = node[part[2:]]
         elif part.startswith("k:") and isinstance(node, list):
             want = json.loads(part[2:])
-            match = [
-                i
-                for i in node
-                if isinstance(i, dict) and all(i.get(k) == v for k, v in want.items())
-            ]
+            match = [i for i in node if _matches(i, want)]
             if not match:
                 return False, None
             node = match[0]
@@ -140,22 +179,29 @@ def _remove(obj: Any, path: Path) -> None:
         parent.pop(last[2:], None)
     elif last.startswith("k:") and isinstance(parent, list):
         want = json.loads(last[2:])
-        parent[:] = [
-            i
-            for i in parent
-            if not (isinstance(i, dict) and all(i.get(k) == v for k, v in want.items()))
-        ]
+        parent[:] = [i for i in parent if not _matches(i, want)]
 
 
-def merge(current: Any, applied: Any, schema: Obj | None, builtin: bool) -> Any:
+def _prune_emptied(obj: Obj, path: Path, kept: set[Path]) -> None:
+    """Drop the maps and lists a removal left empty, up to one someone still sets: a
+    field nobody sets is absent (for built-ins, Go's omitempty does the same upstream)."""
+    for depth in range(len(path) - 1, 1, -1):
+        parent = path[:depth]
+        found, value = _lookup(obj, parent)
+        if not found or value not in ({}, []) or parent in kept:
+            return
+        _remove(obj, parent)
+
+
+def merge(current: Any, applied: Any, schema: Obj | None, builtin: bool, field: str = "") -> Any:
     """The applied configuration laid over the current object."""
     if isinstance(current, dict) and isinstance(applied, dict):
         out = dict(current)
         for key, value in applied.items():
-            out[key] = merge(current.get(key), value, _sub(schema, key), builtin)
+            out[key] = merge(current.get(key), value, _sub(schema, key), builtin, key)
         return out
     if isinstance(current, list) and isinstance(applied, list):
-        keys = _item_keys(applied, schema, builtin)
+        keys = _item_keys(applied, schema, builtin, field)
         if keys and all(isinstance(i, dict) for i in current):
             item_schema = (schema or {}).get("items") if schema is not None else None
             by_key = {_key_token(i, keys): i for i in current}
@@ -252,10 +298,12 @@ def server_side_apply(
             {"causes": causes},
         )
     previous: set[Path] = set()
+    previous_entry: Obj | None = None
+    position = len(entries)
     kept: list[Obj] = []
-    for e in entries:
+    for i, e in enumerate(entries):
         if e.get("manager") == manager and e.get("operation") == "Apply":
-            previous = _owned(e)
+            previous, previous_entry, position = _owned(e), e, i
             continue
         # Forced fields leave their other managers; same-value fields stay shared.
         taken = {p for m, _, p in conflicts if m == e.get("manager")}
@@ -276,10 +324,18 @@ def server_side_apply(
     others: set[Path] = set()
     for e in kept:
         others |= _owned(e)
-    for path in sorted(previous - new_fields - others, key=len, reverse=True):
+    kept_paths = new_fields | others
+    # Shortest first: an item goes as a whole, before its key fields could be removed.
+    for path in sorted(previous - kept_paths, key=len):
         _remove(merged, path)
+        _prune_emptied(merged, path, kept_paths)
     merged["apiVersion"], merged["kind"] = applied.get("apiVersion"), applied.get("kind")
-    _set_entries(merged, [*kept, _entry(manager, "Apply", api_version, new_fields, subresource)])
+    entry = _entry(manager, "Apply", api_version, new_fields, subresource)
+    if previous_entry is not None and {**previous_entry, "time": entry["time"]} == entry:
+        # The same fields again: keep the entry as it was, so an apply that changes
+        # nothing is no write at all (no new resourceVersion, no watch event), as upstream.
+        entry = previous_entry
+    _set_entries(merged, [*kept[:position], entry, *kept[position:]])
     return merged
 
 
@@ -298,7 +354,11 @@ def record_update(
     after = object_fields(new, schema, builtin, status)
     changed = {p for p in after if _lookup(old, p) != _lookup(new, p)} | (before - after)
     entries = [e for e in _entries(old)]
-    if not changed and not entries:
+    if not changed:
+        # A write that changes no field leaves managedFields (and so the object) as it was.
+        new.setdefault("metadata", {}).pop("managedFields", None)
+        if entries:
+            new["metadata"]["managedFields"] = entries
         return
     updated: list[Obj] = []
     mine: set[Path] = set()
