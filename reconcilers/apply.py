@@ -8,9 +8,10 @@ by a policy engine, an env var injected by a webhook — survive our next write.
 we stop applying is removed by the server, because it is ours and no longer applied.
 
 Applies force conflicts: a field we apply is ours to decide (someone who `kubectl edit`s
-our Deployment's image gets it put back), as controller-runtime controllers do. The first
-apply of an object that the cache does not know does not force, so an object someone
-else created meanwhile answers 409 and is checked for ownership instead of taken over.
+our Deployment's image gets it put back), as controller-runtime controllers do. An object
+missing from the cache is looked up before it is created (an apply would merge into an
+object someone else made), and that creating apply does not force, so an object made in
+between answers 409 and is checked for ownership instead of being taken over.
 
 No apply is sent when the desired state already holds, so reconciles are idempotent and
 quiet. The cache holds no managedFields, so what we applied last is recognised by a hash
@@ -157,14 +158,14 @@ async def ensure(
     """
     del keep
     ns, name = desired["metadata"]["namespace"], desired["metadata"]["name"]
-    live = cache.get(rt, ns, name)
+    live = cache.get(rt, ns, name) or await client.get(rt, ns, name)
     if live is None:
         try:
             return await apply(client, rt, desired, force=False)
         except ApiError as e:
             if not e.conflict:
                 raise
-            # It exists after all (our cache had not seen it): is it ours?
+            # Someone created it since our look: is it ours?
             live = await client.get(rt, ns, name)
             if live is None:
                 raise
