@@ -275,6 +275,8 @@ def server_side_apply(
         if e.get("manager") == manager and e.get("operation") == "Apply":
             continue
         for path in _owned(e) & new_fields:
+            if path[-1].startswith("k:"):
+                continue  # a list item is shared; only its fields conflict
             found, value = _lookup(base, path)
             _, wanted = _lookup(applied, path)
             if found and value != wanted:
@@ -375,7 +377,12 @@ def record_update(
 
 
 def _dotted(path: Path) -> str:
+    """kube-apiserver's spelling: .spec.containers[name="main"].image."""
     out = ""
     for part in path:
-        out += f".{part[2:]}" if part.startswith("f:") else f"[{part[2:]}]"
+        if part.startswith("f:"):
+            out += f".{part[2:]}"
+        else:
+            key = json.loads(part[2:])
+            out += "[" + ",".join(f"{k}={json.dumps(v)}" for k, v in key.items()) + "]"
     return out
