@@ -84,7 +84,9 @@ def contains(desired: Any, live: Any) -> bool:
         keys = [_item_key(d) for d in desired]
         if desired and all(k is not None for k in keys):
             by_key = {_item_key(v): v for v in live}
-            return all(k in by_key and contains(d, by_key[k]) for k, d in zip(keys, desired))
+            return all(
+                k in by_key and contains(d, by_key[k]) for k, d in zip(keys, desired, strict=True)
+            )
         return len(desired) == len(live) and all(
             contains(d, v) for d, v in zip(desired, live, strict=True)
         )

@@ -87,9 +87,7 @@ async def test_dropped_fields_leave_no_empty_lists(apiserver: ApiServerProcess) 
     await apply(url, deployment(resources={"claims": [{"name": "gpu"}]}), "ctl")
     status, obj = await apply(url, deployment(resources={"limits": {"cpu": "1"}}), "ctl")
     assert status == 200, obj
-    assert obj["spec"]["template"]["spec"]["containers"][0]["resources"] == {
-        "limits": {"cpu": "1"}
-    }
+    assert obj["spec"]["template"]["spec"]["containers"][0]["resources"] == {"limits": {"cpu": "1"}}
     status, obj = await apply(url, deployment(), "ctl")
     assert "resources" not in obj["spec"]["template"]["spec"]["containers"][0]
     # A field another manager also sets stays when we drop it.
