@@ -10,9 +10,9 @@ import aiohttp
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
-from app.manifests import apply_text
 from app.cli import manager_for as cli_manager_for
 from app.cli import parse
+from app.manifests import apply_text
 from controller.kube import KubeClient
 from controller.manager import Manager
 from controller.resources import GPU_QUOTA, INFERENCE_SERVICE
@@ -149,7 +149,7 @@ async def test_metrics_endpoint_serves_the_gauges_from_the_cache(kube: KubeClien
 
         async def quota_counted() -> bool:
             q = await kube.get(GPU_QUOTA, "default", "q")
-            return (q or {}).get("status", {}).get("usedGPUCount") == 1
+            return bool((q or {}).get("status", {}).get("usedGPUCount") == 1)
 
         await eventually(quota_counted, what="GPUQuota usedGPUCount 1")
         await manager.wait_idle()
