@@ -111,3 +111,30 @@ async def test_conflicts_without_force_and_force_takes_over(apiserver: ApiServer
     assert 'conflict with "kubectl-set"' in body["message"]
     status, obj = await apply(url, deployment(), "ctl", force=True)
     assert status == 200 and obj["spec"]["template"]["spec"]["containers"][0]["image"] == "img:1"
+
+
+async def test_owner_references_merge_by_uid(apiserver: ApiServerProcess) -> None:
+    url = apiserver.url
+    uids = {}
+    for name in ("ours", "theirs"):  # owners that exist, or GC collects the Deployment
+        cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}}
+        _, created = await call(url, "POST", "/api/v1/namespaces/default/configmaps", cm)
+        uids[name] = created["metadata"]["uid"]
+
+    def owned_by(name: str) -> str:
+        body = yaml.safe_load(deployment())
+        ref = {"apiVersion": "v1", "kind": "ConfigMap", "name": name, "uid": uids[name]}
+        body["metadata"]["ownerReferences"] = [ref]
+        return yaml.safe_dump(body)
+
+    def owners(obj: dict[str, Any]) -> list[str]:
+        return [r["name"] for r in obj["metadata"].get("ownerReferences") or []]
+
+    await apply(url, owned_by("ours"), "ctl")
+    status, obj = await apply(url, owned_by("theirs"), "other")
+    assert status == 200, obj
+    status, obj = await apply(url, owned_by("ours"), "ctl")
+    assert owners(obj) == ["ours", "theirs"]
+    # Dropping ours leaves theirs.
+    status, obj = await apply(url, deployment(), "ctl")
+    assert owners(obj) == ["theirs"]

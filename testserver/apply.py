@@ -40,6 +40,7 @@ _BUILTIN_KEYS: dict[str, list[str]] = {
     "volumeMounts": ["mountPath"],
     "volumeDevices": ["devicePath"],
     "conditions": ["type"],
+    "ownerReferences": ["uid"],
     "topologySpreadConstraints": ["topologyKey", "whenUnsatisfiable"],
 }
 # Lists kube treats as atomic (replaced whole), though their items may carry a name.
@@ -114,13 +115,17 @@ def leaves(value: Any, schema: Obj | None, builtin: bool, prefix: Path = ()) -> 
 
 
 def object_fields(obj: Obj, schema: Obj | None, builtin: bool, status: bool) -> set[Path]:
-    """Fields of an object that apply tracks: labels, annotations and the body."""
+    """Fields of an object that apply tracks: labels, annotations, ownerReferences (by
+    uid, as upstream) and the body."""
     fields: set[Path] = set()
     meta = obj.get("metadata") or {}
     for key in _SKIPPED_META:
         if isinstance(meta.get(key), dict):
             for name in meta[key]:
                 fields.add(("f:metadata", f"f:{key}", f"f:{name}"))
+    if isinstance(meta.get("ownerReferences"), list):
+        path = ("f:metadata", "f:ownerReferences")
+        fields |= leaves(meta["ownerReferences"], None, True, path)
     for key, value in obj.items():
         if key in ("apiVersion", "kind", "metadata") or (key == "status" and not status):
             continue
@@ -320,7 +325,15 @@ def server_side_apply(
     for key in _SKIPPED_META:
         if isinstance(meta_applied.get(key), dict):
             meta[key] = {**(meta.get(key) or {}), **meta_applied[key]}
-    for key in ("name", "generateName", "namespace", "ownerReferences", "finalizers"):
+    if isinstance(meta_applied.get("ownerReferences"), list):
+        meta["ownerReferences"] = merge(
+            meta.get("ownerReferences"),
+            meta_applied["ownerReferences"],
+            None,
+            True,
+            "ownerReferences",
+        )
+    for key in ("name", "generateName", "namespace", "finalizers"):
         if key in meta_applied:
             meta[key] = copy.deepcopy(meta_applied[key])
     others: set[Path] = set()
