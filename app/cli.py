@@ -26,7 +26,7 @@ from controller.manager import DEFAULT_WORKERS, Manager, ManagerConfig
 from controller.resources import MODEL
 
 from .controllers import reconcilers
-from .servers import metrics_runnable, webhook_runnable
+from .servers import bind_domain_metrics, metrics_runnable, webhook_runnable
 
 log = structlog.get_logger("main")
 COMMANDS = ("run", "demo")
@@ -215,6 +215,7 @@ def manager_for(client: KubeClient, args: argparse.Namespace) -> Manager:
         identity=args.identity,
     )
     manager = Manager(client, config, reconcilers=reconcilers())
+    bind_domain_metrics(manager)
     if args.webhook_port:
         cache = manager.cache
         manager.runnables.append(

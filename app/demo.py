@@ -28,6 +28,7 @@ from controller.resources import DEPLOYMENT, INFERENCE_SERVICE, POD, RESOURCE_CL
 from .controllers import reconcilers
 from .kubectl import render_status
 from .manifests import EXAMPLES, apply_text, install_crds
+from .servers import bind_domain_metrics
 
 Obj = dict[str, Any]
 INVALID_MODEL = """
@@ -95,7 +96,14 @@ async def _report(client: KubeClient, manager: Manager, names: list[str]) -> Non
         print(f"  {claim['metadata']['name']:<40} devices={len(devices or [])}")
     print(f"\nMetrics: http://127.0.0.1:{manager.http_port}/metrics  (excerpt)")
     for line in generate_latest(manager.metrics.registry).decode().splitlines():
-        if line.startswith(("controller_runtime_reconcile_total", "workqueue_adds_total")):
+        if line.startswith(
+            (
+                "controller_runtime_reconcile_total",
+                "workqueue_adds_total",
+                "llmkube_inferenceservice_phase",
+                "llmkube_inferenceservice_devices",
+            )
+        ):
             print(f"  {line}")
 
 
@@ -149,6 +157,7 @@ async def demo(keep_running: bool = False) -> int:
     client = await KubeClient.connect(server.url)
     config = ManagerConfig(http_host="127.0.0.1", http_port=0, workers=2)
     manager = Manager(client, config, reconcilers=reconcilers())
+    bind_domain_metrics(manager)
     try:
         await install_crds(client)
         await manager.start()

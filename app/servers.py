@@ -1,4 +1,5 @@
-"""Servers the manager runs beside its controllers: the webhook, a separate /metrics."""
+"""Servers the manager runs beside its controllers: the webhook, a separate /metrics, and
+the objects LLMKube's domain gauges are computed from at each scrape."""
 
 from __future__ import annotations
 
@@ -10,7 +11,10 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.aiohttp import make_aiohttp_handler
 
 from controller import health
-from controller.manager import Runnable
+from controller.cache import Cache
+from controller.manager import Manager, Runnable
+from controller.resources import GPU_QUOTA, INFERENCE_SERVICE, MODEL, ResourceType
+from metrics.domain import DomainObjects, DomainSource
 from webhook.admission import ModelLookup
 from webhook.server import start_webhook
 
@@ -52,3 +56,24 @@ def metrics_runnable(registry: CollectorRegistry, host: str, port: int) -> Runna
             await runner.cleanup()
 
     return run
+
+
+def domain_source(cache: Cache) -> DomainSource:
+    """The informer cache's Models, InferenceServices and GPUQuotas, as a scrape sees them."""
+
+    def listed(rt: ResourceType) -> list[dict[str, object]]:
+        if rt not in cache.informers:  # not watched by this manager
+            return []
+        return cache.list(rt)
+
+    def objects() -> DomainObjects:
+        return DomainObjects(
+            models=listed(MODEL), services=listed(INFERENCE_SERVICE), quotas=listed(GPU_QUOTA)
+        )
+
+    return objects
+
+
+def bind_domain_metrics(manager: Manager) -> None:
+    """LLMKube's gauges on the manager's /metrics, from its cache (no reconciler publishes)."""
+    manager.metrics.domain.bind(domain_source(manager.cache))

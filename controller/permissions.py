@@ -25,10 +25,12 @@ CLUSTER_RULES: tuple[Rule, ...] = (
     Rule(GROUP, ("models/status", "inferenceservices/status", "gpuquotas/status"), ("patch",)),
     # DRA objects are the user's: the controller only checks that they exist.
     Rule("resource.k8s.io", ("resourceclaims", "resourceclaimtemplates"), READ),
-    Rule("apps", ("deployments",), (*READ, "create", "update")),
-    Rule("", ("services",), (*READ, "create", "update")),
-    # multiNode member pods are created directly, and replaced (deleted) when they change.
-    Rule("", ("pods",), (*READ, "create", "update", "delete")),
+    # Owned objects are written with server-side apply: `patch`, plus `create` for an
+    # apply that creates (kube-apiserver authorizes that as create too).
+    Rule("apps", ("deployments",), (*READ, "create", "patch")),
+    Rule("", ("services",), (*READ, "create", "patch")),
+    # multiNode member pods are applied directly, and replaced (deleted) when they change.
+    Rule("", ("pods",), (*READ, "create", "patch", "delete")),
     Rule("", ("events",), ("create", "patch")),
 )
 # In the controller's own namespace, for leader election only.

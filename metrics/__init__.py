@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
 
-from .domain import DomainMetrics
+from .domain import DomainCollector, DomainObjects, DomainSource
 from .events import EventMetrics
 from .informer import InformerMetrics
 from .reconcile import ReconcileMetrics
@@ -26,7 +26,8 @@ class ControllerMetrics:
         GCCollector(registry=self.registry)
         self.workqueue = WorkqueueMetrics(self.registry)
         self.reconcile = ReconcileMetrics(self.registry)
-        self.domain = DomainMetrics(self.registry)
+        # LLMKube's gauges, from objects the composition root binds (domain.bind).
+        self.domain = DomainCollector(self.registry)
         self.informer = InformerMetrics(self.registry)
         self.events = EventMetrics(self.registry)
 
@@ -39,7 +40,9 @@ class ControllerMetrics:
 
 __all__ = [
     "ControllerMetrics",
-    "DomainMetrics",
+    "DomainCollector",
+    "DomainObjects",
+    "DomainSource",
     "EventMetrics",
     "InformerMetrics",
     "ReconcileMetrics",

@@ -1,84 +1,197 @@
 """LLMKube's own gauges, under the names and labels LLMKube's operator exports.
 
-The reconcilers publish through these methods; each `publish_*` makes its value the
-only series of that object, and `forget_*` drops them when the object is deleted, so
-a dashboard never shows a deleted quota or a service in two phases at once.
+They are computed at scrape time from the objects the controller already holds (its
+informer cache): a GPUQuota's spec and status, an InferenceService's status (phase,
+replicas, `status.allocation`), a Model's phase. Nothing is published from reconcilers,
+so a gauge can never be stale: a deleted object, or a service that left a phase, simply
+has no series at the next scrape. Until a source is bound (the composition root binds
+the cache), the families are exported without samples.
+
+Series (LLMKube's names and labels, plus `llmkube_inferenceservice_devices`, ours):
+
+- `llmkube_gpuquota_used_gpu_count{gpuquota,namespace}`: status.usedGPUCount (0 until set)
+- `llmkube_gpuquota_gpu_count_limit{gpuquota,namespace}`: spec.gpuCount (0: no cap)
+- `llmkube_inferenceservice_phase{inferenceservice,namespace,phase}`: 1 for the one phase
+- `llmkube_inferenceservice_info{inferenceservice,namespace,accelerator,runtime}`: 1
+- `llmkube_inferenceservice_replicas{inferenceservice,namespace,state=ready|desired}`
+- `llmkube_gpu_queue_depth{namespace}`: services in phase WaitingForGPU, 0 for every
+  namespace that has services
+- `llmkube_inferenceservice_devices{inferenceservice,namespace,state=allocated|expected}`:
+  DRA devices from status.allocation (services whose Model has claims)
+- `llmkube_model_status{model,namespace,phase}`: 1 for the Model's one phase
 """
 
 from __future__ import annotations
 
-import contextlib
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
-from prometheus_client import CollectorRegistry, Gauge
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
+Obj = Mapping[str, Any]
 DEVICE_STATES = ("allocated", "expected")
+REPLICA_STATES = ("ready", "desired")
+WAITING_FOR_GPU = "WaitingForGPU"
+ISVC = ("inferenceservice", "namespace")
+QUOTA = ("gpuquota", "namespace")
 
 
-class DomainMetrics:
-    def __init__(self, registry: CollectorRegistry) -> None:
-        self.quota_used = Gauge(
-            "llmkube_gpuquota_used_gpu_count",
-            "GPUs currently used by InferenceServices in a GPUQuota's scope.",
-            ("gpuquota", "namespace"),
-            registry=registry,
-        )
-        self.quota_limit = Gauge(
-            "llmkube_gpuquota_gpu_count_limit",
-            "The GPU cap (spec.gpuCount) declared by a GPUQuota. 0 means no cap.",
-            ("gpuquota", "namespace"),
-            registry=registry,
-        )
-        self.service_phase = Gauge(
-            "llmkube_inferenceservice_phase",
-            "Current phase of inference services. Value is always 1; use the phase label "
-            "for filtering.",
-            ("inferenceservice", "namespace", "phase"),
-            registry=registry,
-        )
-        self.service_devices = Gauge(
-            "llmkube_inferenceservice_devices",
-            "DRA devices of an InferenceService's pods: state=expected is what its claims "
-            "ask for, state=allocated what the scheduler's driver has allocated.",
-            ("inferenceservice", "namespace", "state"),
-            registry=registry,
-        )
-        self._phases: dict[tuple[str, str], str] = {}
+@dataclass
+class DomainObjects:
+    """What the gauges are computed from: objects as the API server returns them."""
 
-    # -- GPUQuota ---------------------------------------------------------------
+    models: Iterable[Obj] = field(default_factory=list)
+    services: Iterable[Obj] = field(default_factory=list)
+    quotas: Iterable[Obj] = field(default_factory=list)
 
-    def publish_quota(self, namespace: str, name: str, used: int, limit: int) -> None:
-        self.quota_used.labels(name, namespace).set(used)
-        self.quota_limit.labels(name, namespace).set(limit)
 
-    def forget_quota(self, namespace: str, name: str) -> None:
-        for gauge in (self.quota_used, self.quota_limit):
-            _remove(gauge, name, namespace)
+DomainSource = Callable[[], DomainObjects]
 
-    # -- InferenceService -------------------------------------------------------
 
-    def publish_service_phase(self, namespace: str, name: str, phase: str) -> None:
-        if not phase:
-            return
-        previous = self._phases.get((namespace, name))
-        if previous is not None and previous != phase:
-            _remove(self.service_phase, name, namespace, previous)
-        self._phases[(namespace, name)] = phase
-        self.service_phase.labels(name, namespace, phase).set(1)
+def _get(obj: Any, *path: str) -> Any:
+    for key in path:
+        if not isinstance(obj, Mapping):
+            return None
+        obj = obj.get(key)
+    return obj
 
-    def publish_service_devices(
-        self, namespace: str, name: str, *, allocated: int, expected: int
+
+def _number(value: Any) -> float:
+    """A count from an object; anything else (absent, malformed) counts 0."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return 0.0
+    return float(value)
+
+
+def _key(obj: Obj) -> tuple[str, str]:
+    return str(_get(obj, "metadata", "name") or ""), str(_get(obj, "metadata", "namespace") or "")
+
+
+class DomainCollector(Collector):
+    """A prometheus_client collector over the objects `bind` gives it."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self._source: DomainSource | None = None
+        if registry is not None:
+            registry.register(self)
+
+    def bind(self, source: DomainSource) -> None:
+        self._source = source
+
+    def describe(self) -> Iterable[Metric]:
+        return list(self._families().values())
+
+    def collect(self) -> Iterable[Metric]:
+        families = self._families()
+        if self._source is not None:
+            objects = self._source()
+            models = list(objects.models)
+            self._quotas(objects.quotas, families)
+            self._services(objects.services, models, families)
+            self._models(models, families)
+        return list(families.values())
+
+    @staticmethod
+    def _families() -> dict[str, GaugeMetricFamily]:
+        def gauge(name: str, doc: str, labels: tuple[str, ...]) -> GaugeMetricFamily:
+            return GaugeMetricFamily(name, doc, labels=labels)
+
+        return {
+            "used": gauge(
+                "llmkube_gpuquota_used_gpu_count",
+                "GPUs currently used by InferenceServices in a GPUQuota's scope.",
+                QUOTA,
+            ),
+            "limit": gauge(
+                "llmkube_gpuquota_gpu_count_limit",
+                "The GPU cap (spec.gpuCount) declared by a GPUQuota. 0 means no cap.",
+                QUOTA,
+            ),
+            "phase": gauge(
+                "llmkube_inferenceservice_phase",
+                "Current phase of inference services. Value is always 1; use the phase "
+                "label for filtering.",
+                (*ISVC, "phase"),
+            ),
+            "info": gauge(
+                "llmkube_inferenceservice_info",
+                "Information about inference services. Value is always 1; use accelerator "
+                "and runtime labels for grouping.",
+                (*ISVC, "accelerator", "runtime"),
+            ),
+            "replicas": gauge(
+                "llmkube_inferenceservice_replicas",
+                "InferenceService replica counts. Use the state label: ready, desired.",
+                (*ISVC, "state"),
+            ),
+            "queue": gauge(
+                "llmkube_gpu_queue_depth",
+                "Number of InferenceServices waiting for GPU resources, per namespace.",
+                ("namespace",),
+            ),
+            "devices": gauge(
+                "llmkube_inferenceservice_devices",
+                "DRA devices of an InferenceService's pods (status.allocation): "
+                "state=expected is what its claims ask for, state=allocated what the "
+                "DRA driver has allocated.",
+                (*ISVC, "state"),
+            ),
+            "model": gauge(
+                "llmkube_model_status",
+                "Current phase of models. Value is always 1; use the phase label for filtering.",
+                ("model", "namespace", "phase"),
+            ),
+        }
+
+    @staticmethod
+    def _quotas(quotas: Iterable[Obj], families: dict[str, GaugeMetricFamily]) -> None:
+        for quota in quotas:
+            labels = list(_key(quota))
+            families["used"].add_metric(labels, _number(_get(quota, "status", "usedGPUCount")))
+            families["limit"].add_metric(labels, _number(_get(quota, "spec", "gpuCount")))
+
+    @staticmethod
+    def _services(
+        services: Iterable[Obj], models: Iterable[Obj], families: dict[str, GaugeMetricFamily]
     ) -> None:
-        self.service_devices.labels(name, namespace, "allocated").set(allocated)
-        self.service_devices.labels(name, namespace, "expected").set(expected)
+        accelerators = {
+            (ns, name): str(_get(m, "spec", "hardware", "accelerator") or "cpu")
+            for m in models
+            for name, ns in [_key(m)]
+        }
+        waiting: Counter[str] = Counter()
+        for service in services:
+            name, ns = _key(service)
+            status = _get(service, "status") or {}
+            phase = _get(status, "phase")
+            waiting[ns] += phase == WAITING_FOR_GPU
+            if isinstance(phase, str) and phase:
+                families["phase"].add_metric([name, ns, phase], 1)
+            model = str(_get(service, "spec", "modelRef") or "")
+            runtime = str(_get(service, "spec", "runtime") or "llamacpp")
+            accelerator = accelerators.get((ns, model), "")
+            families["info"].add_metric([name, ns, accelerator, runtime], 1)
+            families["replicas"].add_metric(
+                [name, ns, "ready"], _number(_get(status, "readyReplicas"))
+            )
+            families["replicas"].add_metric(
+                [name, ns, "desired"], _number(_get(status, "desiredReplicas"))
+            )
+            allocation = _get(status, "allocation")
+            if isinstance(allocation, Mapping):
+                for state in DEVICE_STATES:
+                    value = _number(allocation.get(f"{state}Devices"))
+                    families["devices"].add_metric([name, ns, state], value)
+        for ns, count in sorted(waiting.items()):
+            families["queue"].add_metric([ns], count)
 
-    def forget_service(self, namespace: str, name: str) -> None:
-        phase = self._phases.pop((namespace, name), None)
-        if phase is not None:
-            _remove(self.service_phase, name, namespace, phase)
-        for state in DEVICE_STATES:
-            _remove(self.service_devices, name, namespace, state)
-
-
-def _remove(gauge: Gauge, *labels: str) -> None:
-    with contextlib.suppress(KeyError):  # never published: nothing to drop
-        gauge.remove(*labels)
+    @staticmethod
+    def _models(models: Iterable[Obj], families: dict[str, GaugeMetricFamily]) -> None:
+        for model in models:
+            phase = _get(model, "status", "phase")
+            if isinstance(phase, str) and phase:
+                families["model"].add_metric([*_key(model), phase], 1)

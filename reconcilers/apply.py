@@ -1,13 +1,23 @@
-"""Make an owned object match what the reconciler wants, safely under concurrency.
+"""Make an owned object match what the reconciler wants, with server-side apply.
 
-Writes are optimistic: a replace carries the resourceVersion it was computed from,
-so a concurrent change answers 409 and nothing is overwritten blindly. The reconciler
-writes only when something differs, which keeps reconciles idempotent and quiet:
+Every write of an owned object (Deployment, Service, multiNode member Pod) is a
+server-side apply as field manager `llmkube-controller`: the object holds what we apply,
+the API server records which fields are ours, and fields set by other managers —
+`kubectl rollout restart`'s `restartedAt` annotation on the pod template, a label added
+by a policy engine, an env var injected by a webhook — survive our next write. A field
+we stop applying is removed by the server, because it is ours and no longer applied.
 
-- the hash of the desired object, kept in an annotation, changes when what we want
-  changes (also when we stop wanting a field, which a plain comparison would miss);
-- otherwise, when someone edited a field we own (desired is no longer contained in
-  live), we put it back.
+Applies force conflicts: a field we apply is ours to decide (someone who `kubectl edit`s
+our Deployment's image gets it put back), as controller-runtime controllers do. An object
+missing from the cache is looked up before it is created (an apply would merge into an
+object someone else made), and that creating apply does not force, so an object made in
+between answers 409 and is checked for ownership instead of being taken over.
+
+No apply is sent when the desired state already holds, so reconciles are idempotent and
+quiet. The cache holds no managedFields, so what we applied last is recognised by a hash
+of the desired object in an annotation (it changes also when we stop wanting a field,
+which a comparison with the live object would miss); otherwise, a field we apply that
+differs in the live object (someone edited it) is put back.
 
 Objects we do not own (no controller ownerReference to our object) are never touched.
 """
@@ -25,6 +35,12 @@ from controller.resources import ResourceType
 
 Obj = dict[str, Any]
 HASH_ANNOTATION = "inference.llmkube.dev/desired-hash"
+FIELD_MANAGER = "llmkube-controller"
+APPLY_PATCH = "application/apply-patch+yaml"
+# List items that kube merges by key (patch merge keys / list-map keys): another
+# manager's extra items in these lists are not a difference from what we apply.
+_ITEM_KEYS = ("containerPort", "port", "mountPath", "name")
+_PORT_KEYS = ("containerPort", "port")
 
 
 class NotOwned(Exception):
@@ -41,17 +57,38 @@ def desired_hash(desired: Obj) -> str:
     return hashlib.sha256(blob).hexdigest()[:16]
 
 
+def _item_key(item: Any) -> tuple[Any, ...] | None:
+    if not isinstance(item, dict):
+        return None
+    for field in _ITEM_KEYS:
+        if field in item:
+            protocol = item.get("protocol", "TCP") if field in _PORT_KEYS else None
+            return (field, item[field], protocol)
+    return None
+
+
 def contains(desired: Any, live: Any) -> bool:
-    """Every field of desired is in live with the same value (live may have defaults)."""
+    """Every field of desired is in live with the same value.
+
+    live may carry more: defaults, other managers' fields and, in keyed lists
+    (containers, env, ports, volumes...), other managers' items. Other lists are
+    atomic and compared whole (args, command, tolerations).
+    """
     if isinstance(desired, dict):
         return isinstance(live, dict) and all(
             k in live and contains(v, live[k]) for k, v in desired.items()
         )
     if isinstance(desired, list):
-        return (
-            isinstance(live, list)
-            and len(desired) == len(live)
-            and all(contains(d, v) for d, v in zip(desired, live, strict=True))
+        if not isinstance(live, list):
+            return False
+        keys = [_item_key(d) for d in desired]
+        if desired and all(k is not None for k in keys):
+            by_key = {_item_key(v): v for v in live}
+            return all(
+                k in by_key and contains(d, by_key[k]) for k, d in zip(keys, desired, strict=True)
+            )
+        return len(desired) == len(live) and all(
+            contains(d, v) for d, v in zip(desired, live, strict=True)
         )
     return bool(desired == live)
 
@@ -61,38 +98,49 @@ def owned_by(obj: Obj, owner_uid: str) -> bool:
     return any(r.get("uid") == owner_uid and r.get("controller") for r in refs)
 
 
-def in_sync(desired: Obj, live: Obj) -> bool:
-    annotations = (live.get("metadata") or {}).get("annotations") or {}
-    if annotations.get(HASH_ANNOTATION) != desired_hash(desired):
-        return False
+def _body_in_sync(desired: Obj, live: Obj) -> bool:
     body = {k: v for k, v in desired.items() if k not in ("metadata", "status")}
-    return contains(body, live) and contains(
-        desired["metadata"].get("labels") or {}, (live.get("metadata") or {}).get("labels") or {}
+    return contains(body, live)
+
+
+def _metadata_in_sync(desired: Obj, live: Obj) -> bool:
+    want, have = desired["metadata"], live.get("metadata") or {}
+    annotations = have.get("annotations") or {}
+    return (
+        annotations.get(HASH_ANNOTATION) == desired_hash(desired)
+        and contains(want.get("labels") or {}, have.get("labels") or {})
+        and contains(want.get("annotations") or {}, annotations)
     )
 
 
-def _updated(live: Obj, desired: Obj, keep: tuple[str, ...]) -> Obj:
-    """live with desired's metadata and body; `keep` names server-set spec fields to carry."""
-    updated = copy.deepcopy(live)
-    meta = updated.setdefault("metadata", {})
-    want = desired["metadata"]
-    meta["labels"] = {**(meta.get("labels") or {}), **(want.get("labels") or {})}
-    meta["annotations"] = {
-        **(meta.get("annotations") or {}),
-        **(want.get("annotations") or {}),
-        HASH_ANNOTATION: desired_hash(desired),
-    }
-    meta["ownerReferences"] = want.get("ownerReferences", [])
-    for key, value in desired.items():
-        if key in ("metadata", "status", "apiVersion", "kind"):
-            continue
-        new_value = copy.deepcopy(value)
-        if key == "spec" and isinstance(new_value, dict):
-            for field in keep:
-                if field in (live.get("spec") or {}) and field not in new_value:
-                    new_value[field] = live["spec"][field]
-        updated[key] = new_value
-    return updated
+def in_sync(desired: Obj, live: Obj) -> bool:
+    """What we apply already holds: the same desired object as last time, unedited."""
+    return _metadata_in_sync(desired, live) and _body_in_sync(desired, live)
+
+
+def apply_configuration(rt: ResourceType, desired: Obj) -> Obj:
+    """The object we apply: desired with its type and the hash of what we applied."""
+    body = copy.deepcopy({k: v for k, v in desired.items() if k != "status"})
+    body["apiVersion"], body["kind"] = rt.api_version, rt.kind
+    meta = body["metadata"]
+    meta.pop("resourceVersion", None)
+    meta.setdefault("annotations", {})[HASH_ANNOTATION] = desired_hash(desired)
+    return body
+
+
+async def apply(client: KubeClient, rt: ResourceType, desired: Obj, *, force: bool) -> Obj:
+    """One server-side apply of desired as llmkube-controller; the object afterwards."""
+    meta = desired["metadata"]
+    query = {"fieldManager": FIELD_MANAGER}
+    if force:
+        query["force"] = "true"
+    return await client.request(
+        "PATCH",
+        rt.object_path(meta.get("namespace"), meta["name"]),
+        query=query,
+        body=apply_configuration(rt, desired),
+        content_type=APPLY_PATCH,
+    )
 
 
 async def ensure(
@@ -104,49 +152,46 @@ async def ensure(
     *,
     keep: tuple[str, ...] = (),
 ) -> Obj:
-    """Create or update desired; the live object afterwards. Raises NotOwned."""
+    """Create or update desired; the live object afterwards. Raises NotOwned.
+
+    `keep` (server-set fields such as a Service's clusterIP) needs no handling under
+    server-side apply: fields we do not apply are never ours to reset. It stays for
+    callers written against the replace-based version.
+    """
+    del keep
     ns, name = desired["metadata"]["namespace"], desired["metadata"]["name"]
-    live = cache.get(rt, ns, name)
+    live = cache.get(rt, ns, name) or await client.get(rt, ns, name)
     if live is None:
-        body = copy.deepcopy(desired)
-        body["metadata"].setdefault("annotations", {})[HASH_ANNOTATION] = desired_hash(desired)
         try:
-            return await client.create(rt, body)
+            return await apply(client, rt, desired, force=False)
         except ApiError as e:
-            if e.status != 409:
+            if not e.conflict:
                 raise
-            live = await client.get(rt, ns, name)  # our cache had not seen it yet
+            # Someone created it since our look: is it ours?
+            live = await client.get(rt, ns, name)
             if live is None:
                 raise
-    for attempt in range(2):
-        if not owned_by(live, owner_uid):
-            raise NotOwned(rt, name)
-        if in_sync(desired, live):
-            return live
-        try:
-            return await client.replace(rt, _updated(live, desired, keep))
-        except ApiError as e:
-            if not e.conflict or attempt == 1:
-                raise
-            # The cache was behind: look at the live object once before giving up.
-            fresh = await client.get(rt, ns, name)
-            if fresh is None:
-                raise
-            live = fresh
-    raise AssertionError("unreachable")
+    if not owned_by(live, owner_uid):
+        raise NotOwned(rt, name)
+    if in_sync(desired, live):
+        return live
+    return await apply(client, rt, desired, force=True)
 
 
 async def replace_pod_if_changed(
     client: KubeClient, cache: Cache, rt: ResourceType, desired: Obj, owner_uid: str
 ) -> Obj | None:
-    """Pods are immutable: a pod that differs from desired is deleted and made anew."""
+    """A pod's spec is immutable: a pod whose spec or desired object changed is deleted
+    and made anew; only its labels and annotations are applied in place."""
     ns, name = desired["metadata"]["namespace"], desired["metadata"]["name"]
     live = cache.get(rt, ns, name)
     if live is not None:
         if not owned_by(live, owner_uid):
             raise NotOwned(rt, name)
-        if in_sync(desired, live):
-            return live
-        await client.delete(rt, ns, name)
-        return None  # created on the next pass, once the old pod is gone
+        annotations = (live.get("metadata") or {}).get("annotations") or {}
+        if annotations.get(HASH_ANNOTATION) != desired_hash(desired) or not _body_in_sync(
+            desired, live
+        ):
+            await client.delete(rt, ns, name)
+            return None  # created on the next pass, once the old pod is gone
     return await ensure(client, cache, rt, desired, owner_uid)

@@ -182,10 +182,10 @@ async def converge(kube: KubeClient, desired: dict[str, int], timeout: float) ->
 async def inject_faults(server: ApiServerProcess) -> None:
     """Faults for the controller's requests only (the test's own client is spared)."""
     agent = CONTROLLER_AGENT
-    await server.fault(path="/deployments$", method="POST", status=500, times=40, agent=agent)
+    # Owned objects are created and updated by server-side apply (PATCH).
+    await server.fault(path="/deployments/", method="PATCH", status=500, times=60, agent=agent)
     await server.fault(path="/status$", status=503, retry_after=1, times=30, agent=agent)
-    await server.fault(path="/services$", method="POST", status=429, retry_after=1, times=30)
-    await server.fault(path="/deployments/", method="PUT", status=500, times=20, agent=agent)
+    await server.fault(path="/services/", method="PATCH", status=429, retry_after=1, times=30)
     await server.fault(watch=True, cut_after=40, times=12, agent=agent)
 
 

@@ -47,7 +47,7 @@ async def fast_client(apiserver: ApiServerProcess) -> AsyncIterator[KubeClient]:
 async def test_server_errors_are_retried_until_they_pass(
     kube: KubeClient, apiserver: ApiServerProcess, controller: Manager
 ) -> None:
-    await apiserver.fault(path=DEPLOYMENTS, method="POST", status=500, times=3)
+    await apiserver.fault(path=DEPLOYMENTS, method="PATCH", status=500, times=3)
     await apiserver.fault(path="/status$", method="PATCH", status=503, times=4)
     await apply_text(kube, (EXAMPLES / "multi-gpu.yaml").read_text())
     await converged(kube)
@@ -58,7 +58,7 @@ async def test_timeouts_are_retried(
     kube: KubeClient, fast_client: KubeClient, apiserver: ApiServerProcess
 ) -> None:
     # Slower than the client waits: each of these requests times out on the client side.
-    await apiserver.fault(path=DEPLOYMENTS, method="POST", delay=1.5, times=2)
+    await apiserver.fault(path=DEPLOYMENTS, method="PATCH", delay=1.5, times=2)
     manager = manager_for(fast_client)
     await manager.start()
     try:
@@ -75,8 +75,8 @@ async def test_conflicts_on_update_are_resolved(
 ) -> None:
     await apply_text(kube, (EXAMPLES / "multi-gpu.yaml").read_text())
     await converged(kube)
-    # Every update of the Deployment answers 409 five times in a row.
-    await apiserver.fault(path=f"{DEPLOYMENTS}/qwen3-32b$", method="PUT", status=409, times=5)
+    # Every write (apply) of the Deployment answers 409 five times in a row.
+    await apiserver.fault(path=f"{DEPLOYMENTS}/qwen3-32b$", method="PATCH", status=409, times=5)
     await apply_text(
         kube,
         model_yaml(

@@ -14,7 +14,6 @@ from controller.kube import KubeClient
 from controller.manager import Manager, ManagerConfig
 from controller.reconcile import Request, Result, TerminalError, Watch
 from controller.resources import MODEL
-from metrics import ControllerMetrics
 from testserver.process import ApiServerProcess
 
 from .conftest import eventually, manager_for, model_yaml, wait_condition
@@ -195,30 +194,3 @@ async def test_reconcile_timeouts_are_counted_and_retried(kube: KubeClient) -> N
     assert registry.get_sample_value("controller_runtime_reconcile_errors_total", labels) == 1
     assert manager.queue.waiting == 1  # rate-limited retry
     manager.queue.shutdown()
-
-
-def test_domain_gauges_keep_one_phase_per_service_and_forget_deleted_objects() -> None:
-    metrics = ControllerMetrics()
-    m, registry = metrics.domain, metrics.registry
-    m.publish_quota("team-a", "gpus", used=3, limit=4)
-    m.publish_service_phase("team-a", "chat", "Creating")
-    m.publish_service_phase("team-a", "chat", "Ready")
-    m.publish_service_devices("team-a", "chat", allocated=1, expected=2)
-
-    def value(metric: str, **labels: str) -> float | None:
-        result: float | None = registry.get_sample_value(metric, labels)
-        return result
-
-    assert value("llmkube_gpuquota_used_gpu_count", gpuquota="gpus", namespace="team-a") == 3
-    assert value("llmkube_gpuquota_gpu_count_limit", gpuquota="gpus", namespace="team-a") == 4
-    phase = {"inferenceservice": "chat", "namespace": "team-a"}
-    assert value("llmkube_inferenceservice_phase", **phase, phase="Ready") == 1
-    assert value("llmkube_inferenceservice_phase", **phase, phase="Creating") is None
-    assert value("llmkube_inferenceservice_devices", **phase, state="allocated") == 1
-    assert value("llmkube_inferenceservice_devices", **phase, state="expected") == 2
-    m.forget_service("team-a", "chat")
-    m.forget_quota("team-a", "gpus")
-    m.forget_quota("team-a", "never-published")
-    assert value("llmkube_inferenceservice_phase", **phase, phase="Ready") is None
-    assert value("llmkube_inferenceservice_devices", **phase, state="expected") is None
-    assert value("llmkube_gpuquota_used_gpu_count", gpuquota="gpus", namespace="team-a") is None

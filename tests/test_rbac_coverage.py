@@ -111,9 +111,9 @@ spec: {gpuCount: 1, namespaceRef: default}
     assert not missing, f"requests the chart's RBAC would forbid: {sorted(missing)}"
     # The scenario exercised the interesting verbs, so the check above means something.
     for needed in [
-        ("apps", "deployments", "update"),
+        ("apps", "deployments", "patch"),
         ("", "pods", "delete"),
-        ("", "pods", "create"),
+        ("", "pods", "patch"),
         ("", "events", "create"),
         ("inference.llmkube.dev", "gpuquotas/status", "patch"),
         ("coordination.k8s.io", "leases", "create"),

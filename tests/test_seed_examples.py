@@ -46,7 +46,8 @@ async def test_single_gpu_template_gives_pod_claims_and_no_gpu_limit(
 
     c = await eventually(model_ready, what="AcceleratorReady")
     assert c["reason"] == "ResourceClaimsFound"
-    assert await kube.get(SERVICE, "default", "qwen3-embedding") is not None
+    # The Service is applied after the Deployment, in the same reconcile.
+    await eventually(lambda: kube.get(SERVICE, "default", "qwen3-embedding"), what="Service")
 
 
 async def test_multi_gpu_vllm_gets_tensor_parallel_two(

@@ -25,18 +25,61 @@ def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _item_keys(items: list[Any], schema: Obj | None, builtin: bool) -> list[str] | None:
+# Built-in kinds' associative lists, by field name, with kube's list-map keys (the
+# OpenAPI x-kubernetes-list-map-keys of core/v1 and apps/v1). A key field left out of an
+# item takes its default, as upstream does for `protocol`.
+_BUILTIN_KEYS: dict[str, list[str]] = {
+    "containers": ["name"],
+    "initContainers": ["name"],
+    "ephemeralContainers": ["name"],
+    "env": ["name"],
+    "volumes": ["name"],
+    "imagePullSecrets": ["name"],
+    "resourceClaims": ["name"],
+    "claims": ["name"],
+    "volumeMounts": ["mountPath"],
+    "volumeDevices": ["devicePath"],
+    "conditions": ["type"],
+    "ownerReferences": ["uid"],
+    "topologySpreadConstraints": ["topologyKey", "whenUnsatisfiable"],
+}
+# Lists kube treats as atomic (replaced whole), though their items may carry a name.
+_BUILTIN_ATOMIC = {"args", "command", "tolerations", "envFrom"}
+_KEY_DEFAULTS = {"protocol": "TCP"}
+
+
+def _item_keys(
+    items: list[Any], schema: Obj | None, builtin: bool, field: str = ""
+) -> list[str] | None:
     if schema is not None:
         if schema.get("x-kubernetes-list-type") == "map":
             return list(schema.get("x-kubernetes-list-map-keys") or [])
         return None
-    if builtin and items and all(isinstance(i, dict) and "name" in i for i in items):
+    if not builtin or field in _BUILTIN_ATOMIC:
+        return None
+    if field in _BUILTIN_KEYS:
+        return _BUILTIN_KEYS[field]
+    if field == "ports" and items and all(isinstance(i, dict) for i in items):
+        # Container ports are keyed by containerPort, Service ports by port.
+        if all("containerPort" in i for i in items):
+            return ["containerPort", "protocol"]
+        if all("port" in i for i in items):
+            return ["port", "protocol"]
+    if items and all(isinstance(i, dict) and "name" in i for i in items):
         return ["name"]
     return None
 
 
+def _key_values(item: Obj, keys: list[str]) -> Obj:
+    return {k: item.get(k, _KEY_DEFAULTS.get(k)) for k in keys}
+
+
 def _key_token(item: Obj, keys: list[str]) -> str:
-    return "k:" + json.dumps({k: item.get(k) for k in keys}, separators=(",", ":"))
+    return "k:" + json.dumps(_key_values(item, keys), separators=(",", ":"))
+
+
+def _matches(item: Any, want: Obj) -> bool:
+    return isinstance(item, dict) and _key_values(item, list(want)) == want
 
 
 def _sub(schema: Obj | None, key: str) -> Obj | None:
@@ -58,7 +101,8 @@ def leaves(value: Any, schema: Obj | None, builtin: bool, prefix: Path = ()) -> 
         return out
     if isinstance(value, list) and value:
         item_schema = (schema or {}).get("items") if schema is not None else None
-        keys = _item_keys(value, schema, builtin)
+        field = prefix[-1][2:] if prefix and prefix[-1].startswith("f:") else ""
+        keys = _item_keys(value, schema, builtin, field)
         if keys:
             out = set()
             for item in value:
@@ -71,13 +115,17 @@ def leaves(value: Any, schema: Obj | None, builtin: bool, prefix: Path = ()) -> 
 
 
 def object_fields(obj: Obj, schema: Obj | None, builtin: bool, status: bool) -> set[Path]:
-    """Fields of an object that apply tracks: labels, annotations and the body."""
+    """Fields of an object that apply tracks: labels, annotations, ownerReferences (by
+    uid, as upstream) and the body."""
     fields: set[Path] = set()
     meta = obj.get("metadata") or {}
     for key in _SKIPPED_META:
         if isinstance(meta.get(key), dict):
             for name in meta[key]:
                 fields.add(("f:metadata", f"f:{key}", f"f:{name}"))
+    if isinstance(meta.get("ownerReferences"), list):
+        path = ("f:metadata", "f:ownerReferences")
+        fields |= leaves(meta["ownerReferences"], None, True, path)
     for key, value in obj.items():
         if key in ("apiVersion", "kind", "metadata") or (key == "status" and not status):
             continue
@@ -118,11 +166,7 @@ def _lookup(obj: Any, path: Path) -> tuple[bool, Any]:
             node = node[part[2:]]
         elif part.startswith("k:") and isinstance(node, list):
             want = json.loads(part[2:])
-            match = [
-                i
-                for i in node
-                if isinstance(i, dict) and all(i.get(k) == v for k, v in want.items())
-            ]
+            match = [i for i in node if _matches(i, want)]
             if not match:
                 return False, None
             node = match[0]
@@ -140,22 +184,29 @@ def _remove(obj: Any, path: Path) -> None:
         parent.pop(last[2:], None)
     elif last.startswith("k:") and isinstance(parent, list):
         want = json.loads(last[2:])
-        parent[:] = [
-            i
-            for i in parent
-            if not (isinstance(i, dict) and all(i.get(k) == v for k, v in want.items()))
-        ]
+        parent[:] = [i for i in parent if not _matches(i, want)]
 
 
-def merge(current: Any, applied: Any, schema: Obj | None, builtin: bool) -> Any:
+def _prune_emptied(obj: Obj, path: Path, kept: set[Path]) -> None:
+    """Drop the maps and lists a removal left empty, up to one someone still sets: a
+    field nobody sets is absent (for built-ins, Go's omitempty does the same upstream)."""
+    for depth in range(len(path) - 1, 1, -1):
+        parent = path[:depth]
+        found, value = _lookup(obj, parent)
+        if not found or value not in ({}, []) or parent in kept:
+            return
+        _remove(obj, parent)
+
+
+def merge(current: Any, applied: Any, schema: Obj | None, builtin: bool, field: str = "") -> Any:
     """The applied configuration laid over the current object."""
     if isinstance(current, dict) and isinstance(applied, dict):
         out = dict(current)
         for key, value in applied.items():
-            out[key] = merge(current.get(key), value, _sub(schema, key), builtin)
+            out[key] = merge(current.get(key), value, _sub(schema, key), builtin, key)
         return out
     if isinstance(current, list) and isinstance(applied, list):
-        keys = _item_keys(applied, schema, builtin)
+        keys = _item_keys(applied, schema, builtin, field)
         if keys and all(isinstance(i, dict) for i in current):
             item_schema = (schema or {}).get("items") if schema is not None else None
             by_key = {_key_token(i, keys): i for i in current}
@@ -229,6 +280,8 @@ def server_side_apply(
         if e.get("manager") == manager and e.get("operation") == "Apply":
             continue
         for path in _owned(e) & new_fields:
+            if path[-1].startswith("k:"):
+                continue  # a list item is shared; only its fields conflict
             found, value = _lookup(base, path)
             _, wanted = _lookup(applied, path)
             if found and value != wanted:
@@ -252,10 +305,12 @@ def server_side_apply(
             {"causes": causes},
         )
     previous: set[Path] = set()
+    previous_entry: Obj | None = None
+    position = len(entries)
     kept: list[Obj] = []
-    for e in entries:
+    for i, e in enumerate(entries):
         if e.get("manager") == manager and e.get("operation") == "Apply":
-            previous = _owned(e)
+            previous, previous_entry, position = _owned(e), e, i
             continue
         # Forced fields leave their other managers; same-value fields stay shared.
         taken = {p for m, _, p in conflicts if m == e.get("manager")}
@@ -270,16 +325,32 @@ def server_side_apply(
     for key in _SKIPPED_META:
         if isinstance(meta_applied.get(key), dict):
             meta[key] = {**(meta.get(key) or {}), **meta_applied[key]}
-    for key in ("name", "generateName", "namespace", "ownerReferences", "finalizers"):
+    if isinstance(meta_applied.get("ownerReferences"), list):
+        meta["ownerReferences"] = merge(
+            meta.get("ownerReferences"),
+            meta_applied["ownerReferences"],
+            None,
+            True,
+            "ownerReferences",
+        )
+    for key in ("name", "generateName", "namespace", "finalizers"):
         if key in meta_applied:
             meta[key] = copy.deepcopy(meta_applied[key])
     others: set[Path] = set()
     for e in kept:
         others |= _owned(e)
-    for path in sorted(previous - new_fields - others, key=len, reverse=True):
+    kept_paths = new_fields | others
+    # Shortest first: an item goes as a whole, before its key fields could be removed.
+    for path in sorted(previous - kept_paths, key=len):
         _remove(merged, path)
+        _prune_emptied(merged, path, kept_paths)
     merged["apiVersion"], merged["kind"] = applied.get("apiVersion"), applied.get("kind")
-    _set_entries(merged, [*kept, _entry(manager, "Apply", api_version, new_fields, subresource)])
+    entry = _entry(manager, "Apply", api_version, new_fields, subresource)
+    if previous_entry is not None and {**previous_entry, "time": entry["time"]} == entry:
+        # The same fields again: keep the entry as it was, so an apply that changes
+        # nothing is no write at all (no new resourceVersion, no watch event), as upstream.
+        entry = previous_entry
+    _set_entries(merged, [*kept[:position], entry, *kept[position:]])
     return merged
 
 
@@ -298,7 +369,11 @@ def record_update(
     after = object_fields(new, schema, builtin, status)
     changed = {p for p in after if _lookup(old, p) != _lookup(new, p)} | (before - after)
     entries = [e for e in _entries(old)]
-    if not changed and not entries:
+    if not changed:
+        # A write that changes no field leaves managedFields (and so the object) as it was.
+        new.setdefault("metadata", {}).pop("managedFields", None)
+        if entries:
+            new["metadata"]["managedFields"] = entries
         return
     updated: list[Obj] = []
     mine: set[Path] = set()
@@ -315,7 +390,12 @@ def record_update(
 
 
 def _dotted(path: Path) -> str:
+    """kube-apiserver's spelling: .spec.containers[name="main"].image."""
     out = ""
     for part in path:
-        out += f".{part[2:]}" if part.startswith("f:") else f"[{part[2:]}]"
+        if part.startswith("f:"):
+            out += f".{part[2:]}"
+        else:
+            key = json.loads(part[2:])
+            out += "[" + ",".join(f"{k}={json.dumps(v)}" for k, v in key.items()) + "]"
     return out
