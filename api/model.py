@@ -109,6 +109,13 @@ STATUS = Object(
             fields={
                 "count": Int(),
                 "attachment": Str(enum=("dra", "device-plugin", "none")),
+                "devicesPerPod": Int(
+                    description="Devices one pod's claims ask for; 0: known only at allocation (All)."
+                ),
+                "deviceClasses": Array(items=Str()),
+                "extendedResourceClass": Str(
+                    description="KEP-5004: the DeviceClass serving the device-plugin limit, or empty."
+                ),
                 "claims": Array(
                     items=Object(
                         fields={

@@ -65,11 +65,16 @@ class DeviceDemand:
     reasons: list[str] = field(default_factory=list)
     all_mode: bool = False
     first_available: bool = False
+    # The fewest devices per class that could satisfy the requests: All needs at least
+    # one device, firstAvailable its smallest alternative. What capacity is checked against.
+    minimum_by_class: dict[str, int] = field(default_factory=dict)
 
     def add(self, other: DeviceDemand) -> None:
         self.total = None if self.total is None or other.total is None else self.total + other.total
         for cls, n in other.by_class.items():
             self.by_class[cls] = self.by_class.get(cls, 0) + n
+        for cls, n in other.minimum_by_class.items():
+            self.minimum_by_class[cls] = self.minimum_by_class.get(cls, 0) + n
         self.reasons.extend(other.reasons)
         self.all_mode |= other.all_mode
         self.first_available |= other.first_available
@@ -92,11 +97,13 @@ def requested_devices(obj: Obj) -> DeviceDemand:
         exactly = _get(req, "exactly")
         if isinstance(exactly, Mapping):
             _add_request(demand, exactly, f'request "{name}"')
+            _add_minimum(demand, exactly)
             continue
         subs = [s for s in _list(_get(req, "firstAvailable")) if isinstance(s, Mapping)]
         if not subs:
             continue
         demand.first_available = True
+        _add_minimum(demand, min(subs, key=_minimum))
         first = subs[0]
         where = f'request "{name}" (firstAvailable, first of {len(subs)}: "{first.get("name")}")'
         counted = _add_request(demand, first, where)
@@ -117,6 +124,15 @@ def _add_request(demand: DeviceDemand, request: Obj, where: str) -> int | None:
         demand.total += n
     demand.by_class[cls] = demand.by_class.get(cls, 0) + n
     return n
+
+
+def _minimum(request: Obj) -> int:
+    return 1 if request.get("allocationMode") == ALL else _count(request.get("count"))
+
+
+def _add_minimum(demand: DeviceDemand, request: Obj) -> None:
+    cls = str(request.get("deviceClassName") or "")
+    demand.minimum_by_class[cls] = demand.minimum_by_class.get(cls, 0) + _minimum(request)
 
 
 def pod_demand(claims: Iterable[Obj]) -> DeviceDemand:
@@ -317,12 +333,14 @@ def capacity_problems(
 ) -> list[CapacityProblem]:
     """Why one pod's devices could never be allocated on this cluster, per class.
 
-    Checked per class against the node that publishes the most matching devices;
-    selectors of the requests themselves are not considered.
+    Checked per class against the node that publishes the most matching devices, for
+    the fewest devices the requests accept (minimum_by_class: All needs one,
+    firstAvailable its smallest alternative); selectors of the requests themselves are
+    not considered.
     """
     published = published_devices(slices)
     problems = []
-    for cls, need in sorted(demand.by_class.items()):
+    for cls, need in sorted(demand.minimum_by_class.items()):
         device_class = classes.get(cls)
         if device_class is None:
             problems.append(
@@ -391,12 +409,15 @@ def kueue_class_resources(device_class_mappings: Iterable[Obj]) -> dict[str, str
 
 
 def kueue_blockers(
-    pod_claims: Iterable[Obj], templates: Mapping[str, Obj], mapped_classes: Collection[str]
+    pod_claims: Iterable[Obj],
+    templates: Mapping[str, Obj],
+    mapped_classes: Collection[str] | None,
 ) -> list[KueueBlocker]:
     """Why Kueue's DRA integration would never admit pods with these claims.
 
     pod_claims: pod.spec.resourceClaims entries; templates: template name -> template;
-    mapped_classes: DeviceClasses of Kueue's deviceClassMappings. A missing template is
+    mapped_classes: DeviceClasses of Kueue's deviceClassMappings (None: not known, not
+    checked). A missing template is
     not a Kueue problem (AcceleratorReady reports it) and is skipped.
     """
     blockers = []
@@ -432,7 +453,7 @@ def kueue_blockers(
                 )
             )
         for cls in sorted(_template_classes(template)):
-            if cls not in mapped_classes:
+            if mapped_classes is not None and cls not in mapped_classes:
                 blockers.append(
                     KueueBlocker(
                         "UnmappedDeviceClass",

@@ -380,3 +380,18 @@ def test_module_imports_only_the_standard_library() -> None:
         elif isinstance(node, ast.ImportFrom):
             roots.add((node.module or "").split(".")[0])
     assert roots <= set(sys.stdlib_module_names) | {"__future__"}, roots
+
+
+def test_capacity_checks_the_fewest_devices_a_request_accepts() -> None:
+    classes = {"gpu.nvidia.com": device_class("gpu.nvidia.com", 'device.driver == "gpu.nvidia.com"')}
+    slices = [resource_slice("node-a", "gpu.nvidia.com", 4)]
+    # firstAvailable: eight do not fit on any node, but its second alternative (two) does.
+    assert dra.capacity_problems(dra.requested_devices(PREFER_EIGHT), classes, slices) == []
+    # All: the class must exist and publish at least one device.
+    assert dra.requested_devices(ALL_GPUS).minimum_by_class == {"gpu.nvidia.com": 1}
+    assert dra.capacity_problems(dra.requested_devices(ALL_GPUS), classes, slices) == []
+    (problem,) = dra.capacity_problems(dra.requested_devices(ALL_GPUS), classes, [])
+    assert problem.reason == "InsufficientDevices"
+    assert [p.reason for p in dra.capacity_problems(dra.requested_devices(ALL_GPUS), {}, [])] == [
+        "DeviceClassNotFound"
+    ]
