@@ -10,10 +10,11 @@ Counting rules (one pod's claims):
   (default 1);
 - `exactly` with `allocationMode: All` asks for every matching device of a node: the
   number is unknown until allocation, so the total is None and a reason says why;
-- `firstAvailable` is counted as its FIRST subrequest, the one the allocator tries
-  first and grants whenever the cluster has room; a reason says so, and the claim's
-  allocation results are the truth once allocated. A first subrequest in All mode
-  makes the total unknown as above.
+- `firstAvailable`: when every alternative asks for the same number of devices, that
+  number; otherwise which one is granted is known only at allocation, so the total is
+  None (a reason gives the range). by_class holds the FIRST alternative (the one the
+  allocator tries first; what Kueue would see, were it to support firstAvailable);
+  minimum_by_class the smallest. The claim's allocation results are the truth.
 """
 
 from __future__ import annotations
@@ -107,7 +108,16 @@ def requested_devices(obj: Obj) -> DeviceDemand:
         first = subs[0]
         where = f'request "{name}" (firstAvailable, first of {len(subs)}: "{first.get("name")}")'
         counted = _add_request(demand, first, where)
-        if counted is not None:
+        if counted is None:
+            continue
+        counts = sorted({_minimum(sub) for sub in subs} | {counted})
+        if len(counts) > 1 or any(sub.get("allocationMode") == ALL for sub in subs):
+            # Which alternative is granted is known only at allocation.
+            demand.total = None
+            demand.reasons.append(
+                f"{where}: {counts[0]} to {counts[-1]} device(s), known only at allocation"
+            )
+        else:
             demand.reasons.append(f"{where} counted as {counted} device(s)")
     return demand
 

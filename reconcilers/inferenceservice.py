@@ -371,7 +371,8 @@ class InferenceServiceReconciler:
                 Condition(WORKLOAD_READY, False, reason, message),
                 Condition(READY, False, reason, message),
             ]
-            phase = "WaitingForGPU" if pending and per_replica else "Progressing"
+            gpu = per_replica or demand is not None  # claims without count hold GPUs too
+            phase = "WaitingForGPU" if pending and gpu else "Progressing"
         await self._write(
             isvc, service, model, admitted, (ready, running), conditions, phase, extra
         )

@@ -180,11 +180,23 @@ def test_all_mode_is_unknown_with_a_reason() -> None:
     assert demand.reasons == ['request "gpu" uses allocationMode All: the device count is unknown']
 
 
-def test_first_available_counts_its_first_subrequest() -> None:
+def test_first_available_is_unknown_unless_every_alternative_agrees() -> None:
     demand = dra.requested_devices(PREFER_EIGHT)
-    assert demand.total == 8 and demand.first_available
+    assert demand.total is None and demand.first_available
     assert demand.by_class == {"gpu.nvidia.com": 8}
+    assert demand.minimum_by_class == {"gpu.nvidia.com": 2}
     assert "first of 2" in demand.reasons[0] and '"eight"' in demand.reasons[0]
+    assert "2 to 8 device(s), known only at allocation" in demand.reasons[0]
+    same = template(
+        "h100-or-a100",
+        """\
+        - name: gpus
+          firstAvailable:
+            - {name: h100, deviceClassName: h100.nvidia.com, count: 2}
+            - {name: a100, deviceClassName: a100.nvidia.com, count: 2}""",
+    )
+    demand = dra.requested_devices(same)
+    assert demand.total == 2 and "counted as 2 device(s)" in demand.reasons[0]
 
 
 def test_pod_demand_sums_and_all_makes_it_unknown() -> None:
