@@ -395,7 +395,8 @@ def test_module_imports_only_the_standard_library() -> None:
 
 
 def test_capacity_checks_the_fewest_devices_a_request_accepts() -> None:
-    classes = {"gpu.nvidia.com": device_class("gpu.nvidia.com", 'device.driver == "gpu.nvidia.com"')}
+    gpu = device_class("gpu.nvidia.com", 'device.driver == "gpu.nvidia.com"')
+    classes = {"gpu.nvidia.com": gpu}
     slices = [resource_slice("node-a", "gpu.nvidia.com", 4)]
     # firstAvailable: eight do not fit on any node, but its second alternative (two) does.
     assert dra.capacity_problems(dra.requested_devices(PREFER_EIGHT), classes, slices) == []

@@ -79,9 +79,7 @@ async def test_class_then_slices_then_ready(cluster: Cluster) -> None:
     # The class exists, but no driver publishes its devices yet.
     await apply_text(kube, NIC_CLASS)
     m = await wait_condition(kube, MODEL, "m", "AcceleratorReady", "False", "InsufficientDevices")
-    assert "needs 1 device(s) of DeviceClass \"rdma.example.com\"" in message(
-        m, "AcceleratorReady"
-    )
+    assert 'needs 1 device(s) of DeviceClass "rdma.example.com"' in message(m, "AcceleratorReady")
     assert "publishes in ResourceSlices is 0" in message(m, "AcceleratorReady")
 
     await apply_text(kube, NIC_SLICE)
@@ -98,9 +96,7 @@ async def test_more_devices_than_any_node_publishes(cluster: Cluster) -> None:
     kube, _, _ = cluster
     await reapply(kube, TEMPLATE_YAML.format(name="eight-gpus", count=8))
     await reapply(kube, model_yaml("big", claims("eight-gpus")))
-    m = await wait_condition(
-        kube, MODEL, "big", "AcceleratorReady", "False", "InsufficientDevices"
-    )
+    m = await wait_condition(kube, MODEL, "big", "AcceleratorReady", "False", "InsufficientDevices")
     assert message(m, "AcceleratorReady") == (
         'one pod needs 8 device(s) of DeviceClass "gpu.nvidia.com" but the most any node '
         "publishes in ResourceSlices is 4"

@@ -11,7 +11,7 @@ from controller.manager import Manager
 from controller.resources import INFERENCE_SERVICE, MODEL, POD, RESOURCE_CLAIM
 from testserver.process import ApiServerProcess
 
-from .conftest import TEMPLATE_YAML, condition, isvc_yaml, model_yaml, reapply, wait_condition
+from .conftest import condition, isvc_yaml, model_yaml, reapply, wait_condition
 from .dra_cluster import allocation, args_of, deployment, dra_cluster, without_count
 
 Cluster = tuple[KubeClient, Manager, ApiServerProcess]
