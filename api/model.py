@@ -110,11 +110,11 @@ STATUS = Object(
                 "count": Int(),
                 "attachment": Str(enum=("dra", "device-plugin", "none")),
                 "devicesPerPod": Int(
-                    description="Devices one pod's claims ask for; 0: known only at allocation (All)."
+                    description="Devices one pod's claims ask for; 0: known only at allocation."
                 ),
                 "deviceClasses": Array(items=Str()),
                 "extendedResourceClass": Str(
-                    description="KEP-5004: the DeviceClass serving the device-plugin limit, or empty."
+                    description="KEP-5004: the DeviceClass serving the device-plugin limit."
                 ),
                 "claims": Array(
                     items=Object(

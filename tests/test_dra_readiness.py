@@ -62,7 +62,7 @@ def claims(*templates: str, count: int = 0) -> str:
 
 
 def message(obj: dict[str, object], type_: str) -> str:
-    c = condition(obj, type_)  # type: ignore[arg-type]
+    c = condition(obj, type_)
     assert c is not None
     return str(c["message"])
 
