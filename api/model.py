@@ -110,7 +110,7 @@ STATUS = Object(
                 "count": Int(),
                 "attachment": Str(enum=("dra", "device-plugin", "none")),
                 "devicesPerPod": Int(
-                    description="Devices one pod's claims ask for; 0: known only at allocation."
+                    description="Devices per pod from the claims; 0: none, or known at allocation."
                 ),
                 "deviceClasses": Array(items=Str()),
                 "extendedResourceClass": Str(

@@ -175,21 +175,26 @@ class ModelReconciler:
             "Ready" if accelerator.status else c.ACCELERATOR_NOT_READY,
             "model can be served" if accelerator.status else accelerator.message,
         )
+        # Every nested key is always written: a status merge patch removes only top-level
+        # keys, so an optional nested one would outlive the spec that produced it.
+        demand = (
+            model_demand(self.ctx.cache, request.namespace, model) if model.uses_claims else None
+        )
+        extended = (
+            dra.extended_resource_class(
+                device_classes(self.ctx.cache), device_plugin_resource(model)
+            )
+            if model.is_gpu_model and not model.uses_claims
+            else None
+        )
         gpu: dict[str, object] = {
             "count": model.gpu.count,
             "claims": [c.pod_entry() for c in model.gpu.claims],
             "attachment": attachment_kind(model),
+            "devicesPerPod": (demand.total or 0) if demand else 0,
+            "deviceClasses": sorted(demand.minimum_by_class) if demand else [],
+            "extendedResourceClass": extended or "",
         }
-        if model.uses_claims:
-            demand = model_demand(self.ctx.cache, request.namespace, model)
-            # Nested keys are always written: a status merge patch only removes top-level ones.
-            gpu["devicesPerPod"] = demand.total or 0
-            gpu["deviceClasses"] = sorted(demand.minimum_by_class)
-        elif model.is_gpu_model:
-            classes = device_classes(self.ctx.cache)
-            gpu["extendedResourceClass"] = (
-                dra.extended_resource_class(classes, device_plugin_resource(model)) or ""
-            )
         fields = {
             "phase": "Ready" if accelerator.status else "Pending",
             # LLMKube's bool, next to the condition that says why.
