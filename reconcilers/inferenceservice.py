@@ -71,6 +71,8 @@ WORKLOAD_READY = c.WORKLOAD_READY
 READY = c.READY
 OWNED_SELECTOR = f"{MANAGED_BY}={MANAGER}"
 NOT_OWNED_RECHECK = 60.0
+# The devices per pod a Deployment's runtime was sized for from the claims (count absent).
+CLAIMED_ANNOTATION = "inference.llmkube.dev/claimed-devices"
 log = structlog.get_logger("inferenceservice")
 
 
@@ -283,6 +285,11 @@ class InferenceServiceReconciler:
         )
         # Count wins (the guide); without it the claims size the runtime.
         claimed = demand.total if demand is not None and demand.total else None
+        if demand is not None and missing:
+            # A claim or template vanished under running pods: keep the size they run
+            # with, or the Deployment would restart them into pods that cannot start.
+            demand = _kept_demand(self.ctx.cache.get(DEPLOYMENT, ns, name), demand)
+            claimed = demand.total or None
         conditions = [
             Condition(
                 MODEL_RESOLVED,
@@ -303,7 +310,9 @@ class InferenceServiceReconciler:
         extra: Obj = {}
         if demand is not None:
             conditions.append(_claims_condition(service.model_ref, missing))
-            conditions.append(_device_count_condition(gpu_count(model, service.gpu), demand))
+            conditions.append(
+                _device_count_condition(gpu_count(model, service.gpu), demand, missing)
+            )
         conditions += advisories(isvc, service, model, extended_class)
         queue = queue_name(isvc)
         if queue is not None:
@@ -390,6 +399,9 @@ class InferenceServiceReconciler:
         desired = build_deployment(
             isvc, service, model, service.model_ref, replicas, claimed_devices=claimed
         )
+        if claimed is not None:
+            annotations = desired["metadata"].setdefault("annotations", {})
+            annotations[CLAIMED_ANNOTATION] = str(claimed)
         if queue is not None:
             label_workload(desired, queue)
         live = await ensure(
@@ -496,8 +508,29 @@ def _claims_condition(model_ref: str, missing: list[str]) -> Condition:
     return Condition(c.CLAIMS_PRESENT, True, c.ALL_CLAIMS_FOUND, "every named claim exists")
 
 
-def _device_count_condition(count: int, demand: dra.DeviceDemand) -> Condition:
+def _kept_demand(live: Obj | None, demand: dra.DeviceDemand) -> dra.DeviceDemand:
+    """The per-pod devices the live Deployment was sized for (our annotation), if any."""
+    value = ((live or {}).get("metadata", {}).get("annotations") or {}).get(CLAIMED_ANNOTATION)
+    if value is None or not str(value).isdigit():
+        return demand
+    return dra.DeviceDemand(int(value), dict(demand.by_class), list(demand.reasons))
+
+
+def _device_count_condition(
+    count: int, demand: dra.DeviceDemand, missing: list[str] | None = None
+) -> Condition:
     """How the runtime is sized against what the claims ask for: count wins (the guide)."""
+    if missing:
+        if count:
+            kept = f"sized for count ({count})"
+        else:
+            kept = f"kept at {demand.total} device(s)" if demand.total else "not sized from them"
+        return Condition(
+            c.DEVICE_COUNT,
+            False,
+            "ClaimsMissing",
+            f"claims not found ({', '.join(missing)}): the runtime is {kept} until they are back",
+        )
     notes = "".join(f"; {r}" for r in demand.reasons)
     mismatch = dra.count_mismatch(count or None, demand)
     if mismatch:

@@ -8,7 +8,13 @@ import pytest
 from app.manifests import EXAMPLES, apply_text
 from controller.kube import KubeClient
 from controller.manager import Manager
-from controller.resources import INFERENCE_SERVICE, MODEL, POD, RESOURCE_CLAIM
+from controller.resources import (
+    INFERENCE_SERVICE,
+    MODEL,
+    POD,
+    RESOURCE_CLAIM,
+    RESOURCE_CLAIM_TEMPLATE,
+)
 from testserver.process import ApiServerProcess
 
 from .conftest import condition, isvc_yaml, model_yaml, reapply, wait_condition
@@ -176,3 +182,22 @@ async def test_all_and_first_available_requests(cluster: Cluster) -> None:
         kube, MODEL, "prefer-eight", "AcceleratorReady", "True", "ResourceClaimsFound"
     )
     assert model["status"]["gpu"]["devicesPerPod"] == 0
+
+
+async def test_template_deleted_under_running_pods_keeps_their_size(cluster: Cluster) -> None:
+    kube, manager, _ = cluster
+    await apply_text(kube, without_count("multi-gpu.yaml"))
+    await allocation(kube, "qwen3-32b", "2/2")
+    before = await deployment(kube, "qwen3-32b")
+    await kube.delete(RESOURCE_CLAIM_TEMPLATE, "default", "two-gpus")
+    isvc = await wait_condition(
+        kube, INFERENCE_SERVICE, "qwen3-32b", "DeviceCount", "False", "ClaimsMissing"
+    )
+    assert "kept at 2 device(s)" in condition(isvc, "DeviceCount")["message"]  # type: ignore[index]
+    await manager.wait_idle()
+    after = await deployment(kube, "qwen3-32b")
+    # The runtime keeps its size: no restart into pods that could not start.
+    assert args_of(after) == args_of(before)
+    assert after["metadata"]["generation"] == before["metadata"]["generation"]
+    isvc = await wait_condition(kube, INFERENCE_SERVICE, "qwen3-32b", "Ready", "True")
+    assert isvc["status"]["allocation"]["summary"] == "2/2"
