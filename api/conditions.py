@@ -30,7 +30,6 @@ CLAIMS_PER_POD = "ClaimsPerPod"
 KUEUE_COMPATIBLE = "KueueCompatible"
 # count (or resources.gpu) against the devices the claims ask for
 DEVICE_COUNT = "DeviceCount"
-DEVICES_ALLOCATED = "DevicesAllocated"
 EXTENDED_RESOURCE_OVERLAP = "ExtendedResourceOverlap"
 # reasons
 RESOLVED = "Resolved"
