@@ -69,6 +69,8 @@ class DeviceDemand:
     # The fewest devices per class that could satisfy the requests: All needs at least
     # one device, firstAvailable its smallest alternative. What capacity is checked against.
     minimum_by_class: dict[str, int] = field(default_factory=dict)
+    # Every DeviceClass a request or alternative names.
+    classes: set[str] = field(default_factory=set)
 
     def add(self, other: DeviceDemand) -> None:
         self.total = None if self.total is None or other.total is None else self.total + other.total
@@ -76,6 +78,7 @@ class DeviceDemand:
             self.by_class[cls] = self.by_class.get(cls, 0) + n
         for cls, n in other.minimum_by_class.items():
             self.minimum_by_class[cls] = self.minimum_by_class.get(cls, 0) + n
+        self.classes |= other.classes
         self.reasons.extend(other.reasons)
         self.all_mode |= other.all_mode
         self.first_available |= other.first_available
@@ -104,6 +107,7 @@ def requested_devices(obj: Obj) -> DeviceDemand:
         if not subs:
             continue
         demand.first_available = True
+        demand.classes |= {str(sub.get("deviceClassName") or "") for sub in subs}
         _add_minimum(demand, min(subs, key=_minimum))
         first = subs[0]
         where = f'request "{name}" (firstAvailable, first of {len(subs)}: "{first.get("name")}")'
@@ -142,6 +146,7 @@ def _minimum(request: Obj) -> int:
 
 def _add_minimum(demand: DeviceDemand, request: Obj) -> None:
     cls = str(request.get("deviceClassName") or "")
+    demand.classes.add(cls)
     demand.minimum_by_class[cls] = demand.minimum_by_class.get(cls, 0) + _minimum(request)
 
 

@@ -192,7 +192,7 @@ class ModelReconciler:
             "claims": [c.pod_entry() for c in model.gpu.claims],
             "attachment": attachment_kind(model),
             "devicesPerPod": (demand.total or 0) if demand else 0,
-            "deviceClasses": sorted(demand.minimum_by_class) if demand else [],
+            "deviceClasses": sorted(demand.classes) if demand else [],
             "extendedResourceClass": extended or "",
         }
         fields = {

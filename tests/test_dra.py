@@ -185,6 +185,7 @@ def test_first_available_is_unknown_unless_every_alternative_agrees() -> None:
     assert demand.total is None and demand.first_available
     assert demand.by_class == {"gpu.nvidia.com": 8}
     assert demand.minimum_by_class == {"gpu.nvidia.com": 2}
+    assert demand.classes == {"gpu.nvidia.com"}
     assert "first of 2" in demand.reasons[0] and '"eight"' in demand.reasons[0]
     assert "2 to 8 device(s), known only at allocation" in demand.reasons[0]
     same = template(
@@ -197,6 +198,7 @@ def test_first_available_is_unknown_unless_every_alternative_agrees() -> None:
     )
     demand = dra.requested_devices(same)
     assert demand.total == 2 and "counted as 2 device(s)" in demand.reasons[0]
+    assert demand.classes == {"h100.nvidia.com", "a100.nvidia.com"}
 
 
 def test_pod_demand_sums_and_all_makes_it_unknown() -> None:

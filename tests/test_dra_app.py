@@ -7,7 +7,7 @@ import argparse
 
 import pytest
 
-from app.cli import parse
+from app.cli import kueue_mappings, parse
 from app.manifests import apply_text
 from controller.kube import KubeClient
 from controller.resources import INFERENCE_SERVICE
@@ -41,8 +41,6 @@ def test_kueue_mapping_flag_repeats_and_names_the_field() -> None:
 
 
 def test_kueue_mapping_error_message() -> None:
-    from app.cli import kueue_mappings
-
     with pytest.raises(argparse.ArgumentTypeError, match="expected DEVICECLASS=RESOURCE"):
         kueue_mappings("=nvidia.com/gpu")
 

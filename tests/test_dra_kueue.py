@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import pytest
 
+from api import parse_model
 from app.manifests import apply_text
 from controller.kube import KubeClient
 from controller.manager import Manager
 from controller.resources import INFERENCE_SERVICE
+from reconcilers import dra
+from reconcilers.kueue import KueueSettings, kueue_status, parse_mappings
 from testserver.process import ApiServerProcess
 
 from .conftest import TEMPLATE_YAML, condition, eventually, model_yaml, reapply, wait_condition
@@ -182,3 +185,51 @@ async def test_without_configured_mappings_classes_are_not_checked() -> None:
             kube, INFERENCE_SERVICE, "svc", "KueueCompatible", "True", "Admissible"
         )
         assert "--kueue-device-class-mapping" in condition(isvc, "KueueCompatible")["message"]  # type: ignore[index]
+
+
+def test_kueue_status_is_pure_and_names_every_problem() -> None:
+    assert parse_mappings(["a=x,b=y", " c = z "]) == {"a": "x", "b": "y", "c": "z"}
+    with pytest.raises(ValueError, match="DEVICECLASS=RESOURCE"):
+        parse_mappings(["a="])
+    model = parse_model(
+        {
+            "source": "Qwen/Qwen3-8B",
+            "hardware": {
+                "accelerator": "cuda",
+                "gpu": {
+                    "enabled": True,
+                    "count": 2,
+                    "resourceClaims": [
+                        {"name": "a", "resourceClaimName": "shared"},
+                        {"name": "b", "resourceClaimTemplateName": "two"},
+                    ],
+                },
+            },
+        }
+    )
+    two = {
+        "spec": {
+            "spec": {
+                "devices": {
+                    "requests": [{"name": "g", "exactly": {"deviceClassName": "x", "count": 2}}]
+                }
+            }
+        }
+    }
+    demand = dra.pod_demand([two])
+    cond, status = kueue_status(
+        "q",
+        model,
+        [c.pod_entry() for c in model.gpu.claims],
+        {"two": two},
+        demand,
+        3,
+        KueueSettings({"gpu.nvidia.com": "nvidia.com/gpu"}),
+        "gpu.nvidia.com",
+    )
+    assert (cond.status, cond.reason) == (False, "CountWithClaims")
+    assert "allocate the devices a second time" in cond.message
+    assert 'names ResourceClaim "shared"' in cond.message
+    assert 'DeviceClass "x" is not in Kueue' in cond.message
+    assert status["devices"] == [{"deviceClass": "x", "resource": "", "perPod": 2, "total": 6}]
+    assert status["summary"] == "" and status["admissible"] is False
