@@ -82,6 +82,7 @@ KINDS = (
             *_ready(),
             {"name": "Replicas", "type": "integer", "jsonPath": ".status.readyReplicas"},
             {"name": "Desired", "type": "integer", "jsonPath": ".status.desiredReplicas"},
+            {"name": "Devices", "type": "string", "jsonPath": ".status.allocation.summary"},
             {
                 "name": "Endpoint",
                 "type": "string",

@@ -377,6 +377,52 @@ STATUS = Object(
         "gpuAttachment": Str(enum=("dra", "device-plugin", "none")),
         "model": Str(),
         "runtime": Str(),
+        "allocation": Object(
+            description="What DRA allocated to the pods' claims (Models with claims only).",
+            fields={
+                "expectedDevices": Int(description="Devices the current pods should hold."),
+                "allocatedDevices": Int(description="Devices allocated to the pods' claims."),
+                "allocatedPods": Int(description="Pods whose claims are all allocated."),
+                "summary": Str(description="allocatedDevices/expectedDevices"),
+                "pods": Array(
+                    items=Object(
+                        fields={
+                            "name": Str(),
+                            "devices": Array(
+                                items=Object(
+                                    fields={
+                                        "claim": Str(),
+                                        "request": Str(),
+                                        "driver": Str(),
+                                        "pool": Str(),
+                                        "device": Str(),
+                                    }
+                                )
+                            ),
+                        }
+                    )
+                ),
+            },
+        ),
+        "kueue": Object(
+            description="What Kueue's pod integration will see (kueue.x-k8s.io/queue-name).",
+            fields={
+                "queueName": Str(),
+                "admissible": Bool(),
+                "replicas": Int(),
+                "devices": Array(
+                    items=Object(
+                        fields={
+                            "deviceClass": Str(),
+                            "resource": Str(description="Kueue's resource; empty: unmapped."),
+                            "perPod": Int(),
+                            "total": Int(),
+                        }
+                    )
+                ),
+                "summary": Str(description="The charge per Kueue resource, e.g. gpus: 4."),
+            },
+        ),
         "conditions": CONDITIONS,
     }
 )

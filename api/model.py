@@ -110,6 +110,13 @@ STATUS = Object(
             fields={
                 "count": Int(),
                 "attachment": Str(enum=("dra", "device-plugin", "none")),
+                "devicesPerPod": Int(
+                    description="Devices per pod from the claims; 0: none, or known at allocation."
+                ),
+                "deviceClasses": Array(items=Str()),
+                "extendedResourceClass": Str(
+                    description="KEP-5004: the DeviceClass serving the device-plugin limit."
+                ),
                 "claims": Array(
                     items=Object(
                         fields={

@@ -24,6 +24,7 @@ from controller import logging as log_setup
 from controller.kube import KubeClient
 from controller.manager import DEFAULT_WORKERS, Manager, ManagerConfig
 from controller.resources import MODEL
+from reconcilers.kueue import KueueSettings, parse_mappings
 
 from .controllers import reconcilers
 from .servers import bind_domain_metrics, metrics_runnable, webhook_runnable
@@ -48,6 +49,14 @@ def concurrency(value: str) -> dict[str, int]:
             raise argparse.ArgumentTypeError(f"expected controller=n with n >= 1, got {part!r}")
         out[name.strip()] = int(count)
     return out
+
+
+def kueue_mappings(value: str) -> dict[str, str]:
+    """CLASS=RESOURCE pairs (comma separated; the flag repeats): Kueue's deviceClassMappings."""
+    try:
+        return parse_mappings([value])
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def bind_address(value: str) -> tuple[str, int] | None:
@@ -160,6 +169,17 @@ def _add_run_flags(run: argparse.ArgumentParser) -> None:
         help="per-controller override of --workers, e.g. model=16,gpuquota=2 (default gpuquota=2)",
     )
     run.add_argument(
+        "--kueue-device-class-mapping",
+        dest="kueue_device_class_mappings",
+        type=kueue_mappings,
+        action="append",
+        default=[kueue_mappings(_env("KUEUE_DEVICE_CLASS_MAPPING", ""))],
+        metavar="CLASS=RESOURCE",
+        help="a DeviceClass and the resource Kueue's deviceClassMappings charge it as, "
+        "e.g. gpu.nvidia.com=nvidia.com/gpu (repeatable): Kueue-labelled services get "
+        "KueueCompatible=False for other classes, and status.kueue shows the charge",
+    )
+    run.add_argument(
         "--webhook-port",
         type=int,
         default=int(_env("WEBHOOK_PORT", "0")),
@@ -214,7 +234,10 @@ def manager_for(client: KubeClient, args: argparse.Namespace) -> Manager:
         lease_namespace=args.lease_namespace,
         identity=args.identity,
     )
-    manager = Manager(client, config, reconcilers=reconcilers())
+    mappings: dict[str, str] = {}
+    for m in args.kueue_device_class_mappings:
+        mappings.update(m)
+    manager = Manager(client, config, reconcilers=reconcilers(KueueSettings(mappings)))
     bind_domain_metrics(manager)
     if args.webhook_port:
         cache = manager.cache

@@ -10,12 +10,13 @@ from controller.reconcile import Reconciler
 from reconcilers.context import Context
 from reconcilers.gpuquota import GPUQuotaReconciler
 from reconcilers.inferenceservice import InferenceServiceReconciler
+from reconcilers.kueue import KueueSettings
 from reconcilers.model import ModelReconciler
 
 
-def reconcilers() -> list[ReconcilerFactory]:
+def reconcilers(kueue: KueueSettings | None = None) -> list[ReconcilerFactory]:
     """Model, InferenceService and GPUQuota, sharing one Context (one Event recorder and
-    status writer) per manager."""
+    status writer) per manager. kueue: the deviceClassMappings Kueue is configured with."""
     shared: dict[int, Context] = {}
 
     def context(client: KubeClient, cache: Cache, recorder: EventRecorder) -> Context:
@@ -27,7 +28,7 @@ def reconcilers() -> list[ReconcilerFactory]:
         return ModelReconciler(context(client, cache, recorder))
 
     def service(client: KubeClient, cache: Cache, recorder: EventRecorder) -> Reconciler:
-        return InferenceServiceReconciler(context(client, cache, recorder))
+        return InferenceServiceReconciler(context(client, cache, recorder), kueue)
 
     def quota(client: KubeClient, cache: Cache, recorder: EventRecorder) -> Reconciler:
         return GPUQuotaReconciler(context(client, cache, recorder))

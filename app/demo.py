@@ -1,9 +1,10 @@
 """The local demo: the seed guide's examples on a simulated DRA-only cluster.
 
 Starts the bundled test API server with a simulated cluster whose nodes advertise
-no nvidia.com/gpu, only 4 GPUs reachable through DRA claims; installs the CRDs;
-applies examples/single-gpu.yaml and examples/multi-gpu.yaml and one Model that
-breaks a rule; runs the controller; and prints what it built.
+no nvidia.com/gpu, only 6 GPUs reachable through DRA claims; installs the CRDs;
+applies examples/single-gpu.yaml and examples/multi-gpu.yaml, the multi-GPU example
+once more without `count` (sized from its two-gpus template), and one Model that
+breaks a rule; runs the controller; and prints what it built and what DRA allocated.
 
 The test API server is not part of the product wheel: it is the separate distribution
 `llmkube-py-testserver` (built from testserver/, installed by `make install`, or
@@ -15,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import json
+import re
 import sys
 import time
 from typing import Any
@@ -47,6 +49,15 @@ spec:
 """
 
 
+FROM_CLAIMS = "qwen3-32b-from-claims"
+
+
+def _without_count(text: str) -> str:
+    """The multi-GPU example renamed, its Model's count removed (the template's stays)."""
+    text = re.sub(r"^      count: \d+\n", "", text, flags=re.M)
+    return text.replace("qwen3-32b", FROM_CLAIMS)
+
+
 def _conditions(obj: Obj | None) -> str:
     conds = ((obj or {}).get("status") or {}).get("conditions") or []
     return "\n".join(
@@ -62,6 +73,21 @@ async def _wait_ready(client: KubeClient, names: list[str], timeout: float) -> b
             isvc = await client.get(INFERENCE_SERVICE, "default", name)
             ready += ((isvc or {}).get("status") or {}).get("phase") == "Ready"
         if ready == len(names):
+            return True
+        await asyncio.sleep(0.1)
+    return False
+
+
+async def _wait_allocated(client: KubeClient, names: list[str], timeout: float) -> bool:
+    """Until every service's status shows all its expected devices allocated."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        done = 0
+        for name in names:
+            isvc = await client.get(INFERENCE_SERVICE, "default", name)
+            alloc = ((isvc or {}).get("status") or {}).get("allocation") or {}
+            done += bool(alloc) and alloc.get("allocatedDevices") == alloc.get("expectedDevices")
+        if done == len(names):
             return True
         await asyncio.sleep(0.1)
     return False
@@ -83,6 +109,13 @@ async def _report(client: KubeClient, manager: Manager, names: list[str]) -> Non
         status = (isvc or {}).get("status") or {}
         label = f"endpoint ({status.get('mode')}):"
         print(f"  {label:<26}{status.get('endpoint')}")
+        allocation = status.get("allocation") or {}
+        print(f"  devices allocated:        {allocation.get('summary', '-')}")
+        for pod in allocation.get("pods") or []:
+            devices = ", ".join(
+                f"{d['driver']}/{d['pool']}/{d['device']}" for d in pod.get("devices") or []
+            )
+            print(f"    {pod['name']}: {devices or 'none yet'}")
         print("  conditions:")
         print(_conditions(isvc))
     pods, _ = await client.list(POD, "default")
@@ -152,8 +185,8 @@ async def demo(keep_running: bool = False) -> int:
     if importlib.util.find_spec("testserver") is None:
         print(MISSING_TESTSERVER, file=sys.stderr)
         return 2
-    server = await ApiServer.start("--simulate-cluster", "dra=4,plugin=0")
-    print(f"Test API server with a simulated DRA-only cluster (4 GPUs) at {server.url}")
+    server = await ApiServer.start("--simulate-cluster", "dra=6,plugin=0")
+    print(f"Test API server with a simulated DRA-only cluster (6 GPUs) at {server.url}")
     client = await KubeClient.connect(server.url)
     config = ManagerConfig(http_host="127.0.0.1", http_port=0, workers=2)
     manager = Manager(client, config, reconcilers=reconcilers())
@@ -165,6 +198,8 @@ async def demo(keep_running: bool = False) -> int:
         for example in ("single-gpu.yaml", "multi-gpu.yaml"):
             await apply_text(client, (EXAMPLES / example).read_text())
             print(f"applied examples/{example}")
+        await apply_text(client, _without_count((EXAMPLES / "multi-gpu.yaml").read_text()))
+        print(f"applied examples/multi-gpu.yaml without count, as {FROM_CLAIMS}")
         try:  # the CRD's CEL rule rejects it at the API server, as a real cluster does
             await apply_text(client, INVALID_MODEL)
             print("Model claims-and-resource-name was ADMITTED (it breaks a rule)")
@@ -172,13 +207,15 @@ async def demo(keep_running: bool = False) -> int:
         except ApiError as e:
             print(f"Model claims-and-resource-name (breaks a rule) rejected: {e.message}")
             ok_rejected = True
-        names = ["qwen3-embedding", "qwen3-32b"]
+        names = ["qwen3-embedding", "qwen3-32b", FROM_CLAIMS]
         ok = await _wait_ready(client, names, timeout=30) and ok_rejected
         await manager.wait_idle()
+        ok = ok and await _wait_allocated(client, names, timeout=10)
         await _report(client, manager, names)
-        print(f"\n$ kubectl llmkube status {names[1]}")
-        print(await render_status(client, "default", names[1]))
-        print("\nDemo", "succeeded: both services serve on DRA claims." if ok else "FAILED.")
+        for name in (names[1], FROM_CLAIMS):
+            print(f"\n$ kubectl llmkube status {name}")
+            print(await render_status(client, "default", name))
+        print("\nDemo", "succeeded: all three services serve on DRA claims." if ok else "FAILED.")
         if keep_running:
             print(f"Still running (Ctrl-C stops); try:\n  kubectl --server {server.url} get pods")
             print(f"  kubectl llmkube status {names[1]} --server {server.url}")

@@ -139,9 +139,21 @@ async def render_status(client: KubeClient, namespace: str, name: str) -> str | 
         f"  Runtime:   {spec.get('runtime', '-')}",
         f"  Replicas:  {ready} ready, {st.get('admittedReplicas', '-')} admitted",
         f"  Endpoint:  {st.get('endpoint') or '-'}",
-        "",
-        "Conditions:",
     ]
+    alloc = st.get("allocation")
+    if isinstance(alloc, dict):
+        lines.append(
+            f"  Devices:   {alloc.get('summary', '-')} allocated by DRA "
+            f"({alloc.get('allocatedPods', 0)} pod(s) with all claims allocated)"
+        )
+    kueue = st.get("kueue")
+    if isinstance(kueue, dict):
+        verdict = "admissible" if kueue.get("admissible") else "never admitted, see KueueCompatible"
+        lines.append(
+            f"  Kueue:     queue {kueue.get('queueName')}, charge "
+            f"{kueue.get('summary') or 'none'} ({verdict})"
+        )
+    lines += ["", "Conditions:"]
     conds = st.get("conditions") or []
     conds += [
         {**c, "type": f"Model/{c.get('type')}"} for c in _status(model).get("conditions") or []
@@ -177,9 +189,14 @@ async def render_status(client: KubeClient, namespace: str, name: str) -> str | 
 
 def build_manifests(args: argparse.Namespace) -> list[Obj]:
     """The Model and InferenceService `deploy` writes, both named NAME."""
-    hardware: Obj = {"accelerator": args.accelerator or ("cuda" if args.gpus else "cpu")}
-    if args.gpus or args.claim_template:
-        gpu: Obj = {"enabled": True, "count": args.gpus or 1}
+    gpus = args.gpus or args.claim_template
+    hardware: Obj = {"accelerator": args.accelerator or ("cuda" if gpus else "cpu")}
+    if gpus:
+        # With a claim template and no --gpus, count stays out: the controller sizes
+        # the runtime from the devices the template asks for.
+        gpu: Obj = {"enabled": True}
+        if args.gpus:
+            gpu["count"] = args.gpus
         if args.claim_template:
             gpu["resourceClaims"] = [
                 {"name": "gpu", "resourceClaimTemplateName": args.claim_template}
@@ -258,14 +275,17 @@ def parser() -> argparse.ArgumentParser:
     )
     deploy.add_argument("--format", choices=FORMATS, default="gguf", help="(default gguf)")
     deploy.add_argument(
-        "--accelerator", choices=ACCELERATORS, help="(default cuda with --gpus, else cpu)"
+        "--accelerator",
+        choices=ACCELERATORS,
+        help="(default cuda with --gpus or --claim-template, else cpu)",
     )
     deploy.add_argument(
         "--gpus", type=int, default=0, choices=range(0, 9), metavar="N", help="GPUs per replica"
     )
     deploy.add_argument(
         "--claim-template",
-        help="attach the GPUs through DRA: a ResourceClaimTemplate in the namespace",
+        help="attach the GPUs through DRA: a ResourceClaimTemplate in the namespace "
+        "(without --gpus the runtime is sized from the devices it asks for)",
     )
     deploy.add_argument("--replicas", type=int, default=1, help="(default 1)")
     deploy.add_argument(

@@ -23,8 +23,13 @@ class Rule:
 CLUSTER_RULES: tuple[Rule, ...] = (
     Rule(GROUP, ("models", "inferenceservices", "gpuquotas"), READ),
     Rule(GROUP, ("models/status", "inferenceservices/status", "gpuquotas/status"), ("patch",)),
-    # DRA objects are the user's: the controller only checks that they exist.
-    Rule("resource.k8s.io", ("resourceclaims", "resourceclaimtemplates"), READ),
+    # DRA objects are the user's and the drivers': the controller only reads them (claims
+    # and templates exist, their allocations; classes and slices for AcceleratorReady).
+    Rule(
+        "resource.k8s.io",
+        ("resourceclaims", "resourceclaimtemplates", "deviceclasses", "resourceslices"),
+        READ,
+    ),
     # Owned objects are written with server-side apply: `patch`, plus `create` for an
     # apply that creates (kube-apiserver authorizes that as create too).
     Rule("apps", ("deployments",), (*READ, "create", "patch")),

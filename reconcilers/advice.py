@@ -8,16 +8,19 @@ from __future__ import annotations
 from typing import Any
 
 from api import InferenceServiceSpec, ModelSpec
-from api.conditions import CLAIMS_PER_POD, KUEUE_COMPATIBLE
+from api.conditions import CLAIMS_PER_POD, EXTENDED_RESOURCE_OVERLAP
 
 from .conditions import Condition
 
-KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-
 
 def advisories(
-    isvc: dict[str, Any], service: InferenceServiceSpec, model: ModelSpec
+    isvc: dict[str, Any],
+    service: InferenceServiceSpec,
+    model: ModelSpec,
+    extended_class: str | None = None,
 ) -> list[Condition]:
+    """extended_class: the DeviceClass serving the vendor's device-plugin resource
+    through DRA (KEP-5004), if any. Kueue's verdict is reconcilers/kueue.py's."""
     if not model.uses_claims:
         return []
     result = []
@@ -36,26 +39,26 @@ def advisories(
         result.append(
             Condition(CLAIMS_PER_POD, True, "AsIntended", "claims match the number of pods")
         )
-    labels = (isvc.get("metadata") or {}).get("labels") or {}
-    if KUEUE_QUEUE_LABEL in labels:
-        if model.gpu.count > 0:
-            result.append(
-                Condition(
-                    KUEUE_COMPATIBLE,
-                    False,
-                    "CountWithClaims",
-                    f"the llmkube-kueue integration asks Kueue for nvidia.com/gpu: "
-                    f"{model.gpu.count}, which a DRA-only cluster never has: leave count out of "
-                    "the Model for Kueue-managed services",
-                )
-            )
-        else:
-            result.append(
-                Condition(
-                    KUEUE_COMPATIBLE,
-                    True,
-                    "NoDevicePluginRequest",
-                    "no nvidia.com/gpu quota is requested from Kueue",
-                )
-            )
+    if model.gpu.count > 0:
+        result.append(_overlap(model.gpu.count, extended_class))
     return result
+
+
+def _overlap(count: int, extended_class: str | None) -> Condition:
+    """count next to claims where a DeviceClass serves nvidia.com/gpu (KEP-5004)."""
+    if extended_class is None:
+        return Condition(
+            EXTENDED_RESOURCE_OVERLAP,
+            True,
+            "NoExtendedResourceClass",
+            "no DeviceClass serves the vendor's device-plugin resource through DRA",
+        )
+    return Condition(
+        EXTENDED_RESOURCE_OVERLAP,
+        False,
+        "CountServedTwice",
+        f"DeviceClass {extended_class!r} serves the device-plugin resource through DRA "
+        f"(extendedResourceName): a {count}-GPU limit next to these claims, as LLMKube "
+        "v0.10.3 and earlier or the llmkube-kueue integration add, would allocate "
+        f"{count} more device(s) besides the claims' own; llmkube-py adds none",
+    )

@@ -10,10 +10,11 @@ Counting rules (one pod's claims):
   (default 1);
 - `exactly` with `allocationMode: All` asks for every matching device of a node: the
   number is unknown until allocation, so the total is None and a reason says why;
-- `firstAvailable` is counted as its FIRST subrequest, the one the allocator tries
-  first and grants whenever the cluster has room; a reason says so, and the claim's
-  allocation results are the truth once allocated. A first subrequest in All mode
-  makes the total unknown as above.
+- `firstAvailable`: when every alternative asks for the same number of devices, that
+  number; otherwise which one is granted is known only at allocation, so the total is
+  None (a reason gives the range). by_class holds the FIRST alternative (the one the
+  allocator tries first; what Kueue would see, were it to support firstAvailable);
+  minimum_by_class the smallest. The claim's allocation results are the truth.
 """
 
 from __future__ import annotations
@@ -65,11 +66,19 @@ class DeviceDemand:
     reasons: list[str] = field(default_factory=list)
     all_mode: bool = False
     first_available: bool = False
+    # The fewest devices per class that could satisfy the requests: All needs at least
+    # one device, firstAvailable its smallest alternative. What capacity is checked against.
+    minimum_by_class: dict[str, int] = field(default_factory=dict)
+    # Every DeviceClass a request or alternative names.
+    classes: set[str] = field(default_factory=set)
 
     def add(self, other: DeviceDemand) -> None:
         self.total = None if self.total is None or other.total is None else self.total + other.total
         for cls, n in other.by_class.items():
             self.by_class[cls] = self.by_class.get(cls, 0) + n
+        for cls, n in other.minimum_by_class.items():
+            self.minimum_by_class[cls] = self.minimum_by_class.get(cls, 0) + n
+        self.classes |= other.classes
         self.reasons.extend(other.reasons)
         self.all_mode |= other.all_mode
         self.first_available |= other.first_available
@@ -92,15 +101,27 @@ def requested_devices(obj: Obj) -> DeviceDemand:
         exactly = _get(req, "exactly")
         if isinstance(exactly, Mapping):
             _add_request(demand, exactly, f'request "{name}"')
+            _add_minimum(demand, exactly)
             continue
         subs = [s for s in _list(_get(req, "firstAvailable")) if isinstance(s, Mapping)]
         if not subs:
             continue
         demand.first_available = True
+        demand.classes |= {str(sub.get("deviceClassName") or "") for sub in subs}
+        _add_minimum(demand, min(subs, key=_minimum))
         first = subs[0]
         where = f'request "{name}" (firstAvailable, first of {len(subs)}: "{first.get("name")}")'
         counted = _add_request(demand, first, where)
-        if counted is not None:
+        if counted is None:
+            continue
+        counts = sorted({_minimum(sub) for sub in subs} | {counted})
+        if len(counts) > 1 or any(sub.get("allocationMode") == ALL for sub in subs):
+            # Which alternative is granted is known only at allocation.
+            demand.total = None
+            demand.reasons.append(
+                f"{where}: {counts[0]} to {counts[-1]} device(s), known only at allocation"
+            )
+        else:
             demand.reasons.append(f"{where} counted as {counted} device(s)")
     return demand
 
@@ -117,6 +138,16 @@ def _add_request(demand: DeviceDemand, request: Obj, where: str) -> int | None:
         demand.total += n
     demand.by_class[cls] = demand.by_class.get(cls, 0) + n
     return n
+
+
+def _minimum(request: Obj) -> int:
+    return 1 if request.get("allocationMode") == ALL else _count(request.get("count"))
+
+
+def _add_minimum(demand: DeviceDemand, request: Obj) -> None:
+    cls = str(request.get("deviceClassName") or "")
+    demand.classes.add(cls)
+    demand.minimum_by_class[cls] = demand.minimum_by_class.get(cls, 0) + _minimum(request)
 
 
 def pod_demand(claims: Iterable[Obj]) -> DeviceDemand:
@@ -317,12 +348,14 @@ def capacity_problems(
 ) -> list[CapacityProblem]:
     """Why one pod's devices could never be allocated on this cluster, per class.
 
-    Checked per class against the node that publishes the most matching devices;
-    selectors of the requests themselves are not considered.
+    Checked per class against the node that publishes the most matching devices, for
+    the fewest devices the requests accept (minimum_by_class: All needs one,
+    firstAvailable its smallest alternative); selectors of the requests themselves are
+    not considered.
     """
     published = published_devices(slices)
     problems = []
-    for cls, need in sorted(demand.by_class.items()):
+    for cls, need in sorted(demand.minimum_by_class.items()):
         device_class = classes.get(cls)
         if device_class is None:
             problems.append(
@@ -391,12 +424,15 @@ def kueue_class_resources(device_class_mappings: Iterable[Obj]) -> dict[str, str
 
 
 def kueue_blockers(
-    pod_claims: Iterable[Obj], templates: Mapping[str, Obj], mapped_classes: Collection[str]
+    pod_claims: Iterable[Obj],
+    templates: Mapping[str, Obj],
+    mapped_classes: Collection[str] | None,
 ) -> list[KueueBlocker]:
     """Why Kueue's DRA integration would never admit pods with these claims.
 
     pod_claims: pod.spec.resourceClaims entries; templates: template name -> template;
-    mapped_classes: DeviceClasses of Kueue's deviceClassMappings. A missing template is
+    mapped_classes: DeviceClasses of Kueue's deviceClassMappings (None: not known, not
+    checked). A missing template is
     not a Kueue problem (AcceleratorReady reports it) and is skipped.
     """
     blockers = []
@@ -432,7 +468,7 @@ def kueue_blockers(
                 )
             )
         for cls in sorted(_template_classes(template)):
-            if cls not in mapped_classes:
+            if mapped_classes is not None and cls not in mapped_classes:
                 blockers.append(
                     KueueBlocker(
                         "UnmappedDeviceClass",

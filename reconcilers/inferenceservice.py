@@ -4,6 +4,11 @@ Model resolved and valid, its claims present, GPUQuota admitting replicas: then 
 Deployment (or, for multiNode, one pinned Pod per node) and a Service, owned by the
 InferenceService so that deleting it cleans them up. When any step fails, the
 existing workload is left as it is and a condition says why; nothing is deleted.
+
+DRA: without a GPU count the runtime is sized from the devices the Model's claims ask
+for (DeviceCount says so, or says both numbers when count disagrees); what DRA
+allocated to the pods' claims is `status.allocation`; a Kueue-labelled service gets
+the Kueue path (reconcilers/kueue.py).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from api import (
     InferenceServiceSpec,
     InvalidSpec,
     ModelSpec,
+    gpu_count,
     parse_inference_service,
     parse_model,
     rule_errors,
@@ -26,6 +32,7 @@ from controller.informer import Event
 from controller.reconcile import Request, Result, Watch
 from controller.resources import (
     DEPLOYMENT,
+    DEVICE_CLASS,
     GPU_QUOTA,
     INFERENCE_SERVICE,
     MODEL,
@@ -37,12 +44,15 @@ from controller.resources import (
     object_key,
 )
 
+from . import dra
 from .advice import advisories
 from .apply import NotOwned, ensure, replace_pod_if_changed
 from .claims import missing_claims, names_claim
 from .conditions import Condition
 from .context import Context
-from .gpu import attachment_kind, replica_charge
+from .devices import allocation_status, device_classes, model_demand, templates
+from .gpu import DEFAULT_RESOURCE_NAMES, attachment_kind, replica_charge
+from .kueue import KueueSettings, kueue_status, label_workload, queue_name
 from .quota import namespace_allocations, quotas_for
 from .runtime_checks import runtime_problems
 from .workload import (
@@ -64,6 +74,8 @@ WORKLOAD_READY = c.WORKLOAD_READY
 READY = c.READY
 OWNED_SELECTOR = f"{MANAGED_BY}={MANAGER}"
 NOT_OWNED_RECHECK = 60.0
+# The devices per pod a Deployment's runtime was sized for from the claims (count absent).
+CLAIMED_ANNOTATION = "inference.llmkube.dev/claimed-devices"
 log = structlog.get_logger("inferenceservice")
 
 
@@ -74,8 +86,9 @@ def _model_ref(isvc: Obj) -> Any:
 class InferenceServiceReconciler:
     name = "inferenceservice"
 
-    def __init__(self, ctx: Context) -> None:
+    def __init__(self, ctx: Context, kueue: KueueSettings | None = None) -> None:
         self.ctx = ctx
+        self.kueue = kueue or KueueSettings()
 
     @property
     def primary(self) -> ResourceType:
@@ -93,6 +106,8 @@ class InferenceServiceReconciler:
             Watch(DEPLOYMENT, self._owner, OWNED_SELECTOR),
             Watch(SERVICE, self._owner, OWNED_SELECTOR),
             Watch(POD, self._pod_owner, OWNED_SELECTOR),
+            # KEP-5004 and Kueue's verdict read DeviceClasses (cluster-wide, rarely changed).
+            Watch(DEVICE_CLASS, self._all_services),
         ]
 
     # -- event mapping ------------------------------------------------------------
@@ -125,8 +140,21 @@ class InferenceServiceReconciler:
             if _model_ref(isvc) == model_name:
                 yield self._request(ns, isvc["metadata"]["name"])
 
+    def _all_services(self, event: Event) -> Iterable[Request]:
+        for isvc in self.ctx.cache.list(INFERENCE_SERVICE):
+            ns, name = object_key(isvc)
+            yield self._request(ns, name)
+
     def _using_claim(self, event: Event, field: str) -> Iterable[Request]:
         ns, claim = object_key(event.obj)
+        # A claim made from a template for one of our pods: its allocation is our status.
+        for ref in event.obj.get("metadata", {}).get("ownerReferences") or []:
+            if ref.get("kind") == "Pod":
+                pod = self.ctx.cache.get(POD, ns, str(ref.get("name")))
+                owner = ((pod or {}).get("metadata", {}).get("labels") or {}).get(SERVICE_LABEL)
+                if owner:
+                    yield self._request(ns, owner)
+                return
         models = {
             m["metadata"]["name"]
             for m in self.ctx.cache.list(MODEL, ns)
@@ -189,11 +217,6 @@ class InferenceServiceReconciler:
         errors = rule_errors(service, model)
         if errors:
             await self._blocked(isvc, c.INVALID_SPEC, "; ".join(errors), phase="Failed")
-            return Result()
-        problems = runtime_problems(service, model, model_location(model)[0])
-        if problems:
-            message = "; ".join(p.message for p in problems)
-            await self._blocked(isvc, problems[0].reason, message, phase="Failed")
             return Result()
         missing = missing_claims(self.ctx.cache, request.namespace, model)
         if missing and not self._has_workload(isvc):
@@ -258,12 +281,48 @@ class InferenceServiceReconciler:
         allocation = nq.allocations.get(name)
         admitted = allocation.admitted_replicas if allocation else service.wanted_replicas
         per_replica = replica_charge(model, service)
+        demand = model_demand(self.ctx.cache, ns, model) if model.uses_claims else None
+        classes = device_classes(self.ctx.cache)
+        extended_class = dra.extended_resource_class(
+            classes, DEFAULT_RESOURCE_NAMES.get(model.gpu.vendor, "nvidia.com/gpu")
+        )
+        # Count wins (the guide); without it the claims size the runtime.
+        claimed = demand.total if demand is not None and demand.total else None
+        if demand is not None and missing:
+            # A claim or template vanished under running pods: keep the size they run
+            # with, or the Deployment would restart them into pods that cannot start.
+            demand = _kept_demand(self.ctx.cache.get(DEPLOYMENT, ns, name), demand)
+            claimed = demand.total or None
+        resolved = Condition(
+            MODEL_RESOLVED,
+            True,
+            c.RESOLVED,
+            f"Model {service.model_ref!r} is valid and its accelerator is ready",
+        )
+        # What the runtime's parser cannot see (parallelism vs the GPUs a pod gets, model
+        # form, image): refused before any workload is written; a running one is left.
+        problems = runtime_problems(service, model, model_location(model)[0], claimed)
+        if problems:
+            message = "; ".join(p.message for p in problems)
+            reason = problems[0].reason
+            await self.ctx.status.write(
+                INFERENCE_SERVICE,
+                isvc,
+                {"phase": "Failed"},
+                [
+                    resolved,
+                    Condition(c.RUNTIME_CONFIGURED, False, reason, message),
+                    Condition(READY, False, reason, message),
+                ],
+            )
+            return Result()
         conditions = [
+            resolved,
             Condition(
-                MODEL_RESOLVED,
+                c.RUNTIME_CONFIGURED,
                 True,
-                c.RESOLVED,
-                f"Model {service.model_ref!r} is valid and its accelerator is ready",
+                c.ARGV_VALID,
+                f"{service.runtime} argv, image and model form fit the GPUs a pod gets",
             ),
             self._quota_condition(service, nq.limit_for(allocation), admitted, per_replica),
         ]
@@ -275,16 +334,33 @@ class InferenceServiceReconciler:
             conditions.append(
                 Condition(c.SUSPENDED, False, c.NOT_SUSPENDED, "spec.suspend is not set")
             )
-        if model.uses_claims:
+        extra: Obj = {}
+        if demand is not None:
             conditions.append(_claims_condition(service.model_ref, missing))
-        conditions += advisories(isvc, service, model)
+            conditions.append(
+                _device_count_condition(gpu_count(model, service.gpu), demand, missing)
+            )
+        conditions += advisories(isvc, service, model, extended_class)
+        queue = queue_name(isvc)
+        if queue is not None:
+            kueue_condition, extra["kueue"] = kueue_status(
+                queue,
+                model,
+                [c.pod_entry() for c in model.gpu.claims],
+                templates(self.ctx.cache, ns, model),
+                demand or dra.DeviceDemand(),
+                admitted,
+                self.kueue,
+                extended_class,
+            )
+            conditions.append(kueue_condition)
         uid = isvc["metadata"]["uid"]
         try:
             if service.multi_node is not None:
                 ready, running, pending = await self._ensure_members(isvc, service, model, admitted)
             else:
                 ready, running, pending = await self._ensure_deployment(
-                    isvc, service, model, admitted
+                    isvc, service, model, admitted, claimed, queue
                 )
             await ensure(
                 self.ctx.client,
@@ -308,8 +384,12 @@ class InferenceServiceReconciler:
                 Condition(WORKLOAD_READY, False, c.WORKLOAD_CONFLICT, str(e)),
                 Condition(READY, False, c.WORKLOAD_CONFLICT, str(e)),
             ]
-            await self._write(isvc, service, model, admitted, (0, 0), conditions, "Failed")
+            await self._write(isvc, service, model, admitted, (0, 0), conditions, "Failed", extra)
             return Result(requeue_after=NOT_OWNED_RECHECK)
+        if demand is not None:
+            extra["allocation"] = allocation_status(
+                self.ctx.cache, self._service_pods(isvc), demand.total
+            )
         wanted = admitted if service.multi_node is None else admitted and 1
         if wanted == 0:
             if service.suspend:
@@ -336,14 +416,30 @@ class InferenceServiceReconciler:
                 Condition(WORKLOAD_READY, False, reason, message),
                 Condition(READY, False, reason, message),
             ]
-            phase = "WaitingForGPU" if pending and per_replica else "Progressing"
-        await self._write(isvc, service, model, admitted, (ready, running), conditions, phase)
+            gpu = per_replica or demand is not None  # claims without count hold GPUs too
+            phase = "WaitingForGPU" if pending and gpu else "Progressing"
+        await self._write(
+            isvc, service, model, admitted, (ready, running), conditions, phase, extra
+        )
         return Result()
 
     async def _ensure_deployment(
-        self, isvc: Obj, service: InferenceServiceSpec, model: ModelSpec, replicas: int
+        self,
+        isvc: Obj,
+        service: InferenceServiceSpec,
+        model: ModelSpec,
+        replicas: int,
+        claimed: int | None,
+        queue: str | None,
     ) -> tuple[int, int, str]:
-        desired = build_deployment(isvc, service, model, service.model_ref, replicas)
+        desired = build_deployment(
+            isvc, service, model, service.model_ref, replicas, claimed_devices=claimed
+        )
+        if claimed is not None:
+            annotations = desired["metadata"].setdefault("annotations", {})
+            annotations[CLAIMED_ANNOTATION] = str(claimed)
+        if queue is not None:
+            label_workload(desired, queue)
         live = await ensure(
             self.ctx.client, self.ctx.cache, DEPLOYMENT, desired, isvc["metadata"]["uid"]
         )
@@ -380,6 +476,15 @@ class InferenceServiceReconciler:
             and any(r.get("uid") == uid for r in p["metadata"].get("ownerReferences") or [])
         ]
 
+    def _service_pods(self, isvc: Obj) -> list[Obj]:
+        """The pods of this service (our label), the Deployment's included."""
+        ns, name = object_key(isvc)
+        return [
+            p
+            for p in self.ctx.cache.list(POD, ns)
+            if (p["metadata"].get("labels") or {}).get(SERVICE_LABEL) == name
+        ]
+
     def _unschedulable(self, isvc: Obj) -> str:
         """The scheduler's word on a pending pod, e.g. Insufficient nvidia.com/gpu."""
         ns, name = object_key(isvc)
@@ -400,6 +505,7 @@ class InferenceServiceReconciler:
         pods: tuple[int, int],
         conditions: list[Condition],
         phase: str,
+        extra: Obj | None = None,
     ) -> None:
         ns, name = object_key(isvc)
         ready, running = pods
@@ -420,6 +526,7 @@ class InferenceServiceReconciler:
                 f"http://{name}.{ns}.svc.cluster.local:{service.endpoint.port}"
                 f"{service.endpoint_path}"
             ),
+            **(extra or {}),
         }
         await self.ctx.status.write(INFERENCE_SERVICE, isvc, fields, conditions)
 
@@ -435,6 +542,63 @@ def _claims_condition(model_ref: str, missing: list[str]) -> Condition:
             "running pods keep their devices, new pods cannot start until they are back",
         )
     return Condition(c.CLAIMS_PRESENT, True, c.ALL_CLAIMS_FOUND, "every named claim exists")
+
+
+def _kept_demand(live: Obj | None, demand: dra.DeviceDemand) -> dra.DeviceDemand:
+    """The per-pod devices the live Deployment was sized for (our annotation), if any."""
+    value = ((live or {}).get("metadata", {}).get("annotations") or {}).get(CLAIMED_ANNOTATION)
+    if value is None or not str(value).isdigit():
+        return demand
+    return dra.DeviceDemand(int(value), dict(demand.by_class), list(demand.reasons))
+
+
+def _device_count_condition(
+    count: int, demand: dra.DeviceDemand, missing: list[str] | None = None
+) -> Condition:
+    """How the runtime is sized against what the claims ask for: count wins (the guide)."""
+    if missing:
+        if count:
+            kept = f"sized for count ({count})"
+        else:
+            kept = f"kept at {demand.total} device(s)" if demand.total else "not sized from them"
+        return Condition(
+            c.DEVICE_COUNT,
+            False,
+            "ClaimsMissing",
+            f"claims not found ({', '.join(missing)}): the runtime is {kept} until they are back",
+        )
+    notes = "".join(f"; {r}" for r in demand.reasons)
+    mismatch = dra.count_mismatch(count or None, demand)
+    if mismatch:
+        return Condition(c.DEVICE_COUNT, False, "CountMismatch", mismatch + notes)
+    if count:
+        return Condition(
+            c.DEVICE_COUNT,
+            True,
+            "CountMatchesClaims",
+            f"count is {count}"
+            + (
+                f" and the claims ask for {demand.total} device(s) per pod"
+                if demand.total is not None
+                else "; the claims' device count is known only at allocation"
+            )
+            + notes,
+        )
+    if demand.total is None:
+        return Condition(
+            c.DEVICE_COUNT,
+            False,
+            "DeviceCountUnknown",
+            "count is not set and the claims' device count is known only at allocation: the "
+            "runtime runs on one device unless count or tensorParallelSize is set" + notes,
+        )
+    return Condition(
+        c.DEVICE_COUNT,
+        True,
+        "SizedFromClaims",
+        f"count is not set: the runtime is sized for the {demand.total} device(s) the claims "
+        "ask for per pod (explicit tensorParallelSize or extraArgs still win)" + notes,
+    )
 
 
 def _pod_ready(pod: Obj) -> bool:

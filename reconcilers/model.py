@@ -1,7 +1,12 @@
 """Model reconciler: validates the hardware request and sets AcceleratorReady.
 
-For a GPU model with resourceClaims, every named ResourceClaim or ResourceClaimTemplate
-must exist in the Model's namespace; the condition follows them as they come and go.
+For a GPU model with resourceClaims, in order: every named ResourceClaim or
+ResourceClaimTemplate exists in the Model's namespace, every DeviceClass their
+requests name exists, and the ResourceSlices publish, on one node, at least as many
+devices of each class's drivers as one pod needs. The condition follows claims,
+templates, classes and slices as they come and go. A device-plugin Model whose
+resource a DeviceClass serves through DRA (KEP-5004 extendedResourceName) is checked
+against the slices the same way.
 """
 
 from __future__ import annotations
@@ -13,16 +18,20 @@ from api import conditions as c
 from controller.informer import Event
 from controller.reconcile import Request, Result, Watch
 from controller.resources import (
+    DEVICE_CLASS,
     MODEL,
     RESOURCE_CLAIM,
     RESOURCE_CLAIM_TEMPLATE,
+    RESOURCE_SLICE,
     ResourceType,
     object_key,
 )
 
+from . import dra
 from .claims import missing_claims, names_claim
 from .conditions import Condition
 from .context import Context
+from .devices import device_classes, model_demand, resource_slices
 from .gpu import attachment_kind, device_plugin_resource
 
 ACCELERATOR_READY = c.ACCELERATOR_READY
@@ -31,34 +40,77 @@ READY = c.READY
 
 def accelerator_condition(ctx: Context, namespace: str, model: ModelSpec) -> Condition:
     if model.uses_claims:
-        missing = missing_claims(ctx.cache, namespace, model)
-        if missing:
-            reason = (
-                c.RESOURCE_CLAIM_TEMPLATE_NOT_FOUND
-                if all(m.startswith("ResourceClaimTemplate") for m in missing)
-                else c.RESOURCE_CLAIM_NOT_FOUND
-            )
-            return Condition(
-                ACCELERATOR_READY,
-                False,
-                reason,
-                f"not found in namespace {namespace}: {', '.join(missing)}",
-            )
-        names = ", ".join(c.template_name or c.claim_name or "" for c in model.gpu.claims)
+        return _claims_condition(ctx, namespace, model)
+    if model.is_gpu_model:
+        return _device_plugin_condition(ctx, model)
+    return Condition(ACCELERATOR_READY, True, c.NO_ACCELERATOR_REQUIRED, "runs on CPU")
+
+
+def _claims_condition(ctx: Context, namespace: str, model: ModelSpec) -> Condition:
+    missing = missing_claims(ctx.cache, namespace, model)
+    if missing:
+        reason = (
+            c.RESOURCE_CLAIM_TEMPLATE_NOT_FOUND
+            if all(m.startswith("ResourceClaimTemplate") for m in missing)
+            else c.RESOURCE_CLAIM_NOT_FOUND
+        )
         return Condition(
             ACCELERATOR_READY,
-            True,
-            c.RESOURCE_CLAIMS_FOUND,
-            f"{len(model.gpu.claims)} DRA claim(s) found: {names}",
+            False,
+            reason,
+            f"not found in namespace {namespace}: {', '.join(missing)}",
         )
-    if model.is_gpu_model:
+    demand = model_demand(ctx.cache, namespace, model)
+    problems = dra.capacity_problems(demand, device_classes(ctx.cache), resource_slices(ctx.cache))
+    for reason in (c.DEVICE_CLASS_NOT_FOUND, c.INSUFFICIENT_DEVICES):
+        found = [p.message for p in problems if p.reason == reason]
+        if found:
+            return Condition(ACCELERATOR_READY, False, reason, "; ".join(found))
+    names = ", ".join(c.template_name or c.claim_name or "" for c in model.gpu.claims)
+    per_pod = (
+        f"{demand.total} device(s) per pod"
+        if demand.total is not None
+        else "a device count known only at allocation (allocationMode All)"
+    )
+    message = f"{len(model.gpu.claims)} DRA claim(s) found: {names}; {per_pod}"
+    unread = [p.device_class for p in problems if p.reason == "DevicesUnknown"]
+    if unread:
+        message += f"; devices of DeviceClass {', '.join(unread)} not counted (CEL selectors)"
+    else:
+        message += ", published in ResourceSlices"
+    return Condition(ACCELERATOR_READY, True, c.RESOURCE_CLAIMS_FOUND, message)
+
+
+def _device_plugin_condition(ctx: Context, model: ModelSpec) -> Condition:
+    resource = device_plugin_resource(model)
+    count = model.gpu.count or 1
+    classes = device_classes(ctx.cache)
+    served_by = dra.extended_resource_class(classes, resource)
+    if served_by is None:
         return Condition(
             ACCELERATOR_READY,
             True,
             c.DEVICE_PLUGIN,
-            f"{model.gpu.count or 1} GPU(s) requested as {device_plugin_resource(model)}",
+            f"{count} GPU(s) requested as {resource}",
         )
-    return Condition(ACCELERATOR_READY, True, c.NO_ACCELERATOR_REQUIRED, "runs on CPU")
+    demand = dra.DeviceDemand(count, {served_by: count}, minimum_by_class={served_by: count})
+    problems = dra.capacity_problems(demand, classes, resource_slices(ctx.cache))
+    insufficient = [p.message for p in problems if p.reason == c.INSUFFICIENT_DEVICES]
+    if insufficient:
+        return Condition(
+            ACCELERATOR_READY,
+            False,
+            c.INSUFFICIENT_DEVICES,
+            f"{resource} is served through DRA by DeviceClass {served_by!r}: "
+            + "; ".join(insufficient),
+        )
+    return Condition(
+        ACCELERATOR_READY,
+        True,
+        c.EXTENDED_RESOURCE_VIA_DRA,
+        f"{count} GPU(s) requested as {resource}, which DeviceClass {served_by!r} serves "
+        "through DRA (extendedResourceName): nodes without the device plugin can run it",
+    )
 
 
 class ModelReconciler:
@@ -76,6 +128,9 @@ class ModelReconciler:
             Watch(MODEL, self._itself),
             Watch(RESOURCE_CLAIM, lambda e: self._naming(e, "resourceClaimName")),
             Watch(RESOURCE_CLAIM_TEMPLATE, lambda e: self._naming(e, "resourceClaimTemplateName")),
+            # Classes and slices are cluster-wide: any change can move any GPU Model.
+            Watch(DEVICE_CLASS, self._gpu_models),
+            Watch(RESOURCE_SLICE, self._gpu_models),
         ]
 
     def _itself(self, event: Event) -> Iterable[Request]:
@@ -87,6 +142,13 @@ class ModelReconciler:
         for m in self.ctx.cache.list(MODEL, ns):
             if names_claim(m, field, claim):
                 yield Request(self.name, ns, m["metadata"]["name"])
+
+    def _gpu_models(self, event: Event) -> Iterable[Request]:
+        for m in self.ctx.cache.list(MODEL):
+            hardware = (m.get("spec") or {}).get("hardware") or {}
+            if hardware.get("accelerator") not in (None, "cpu", "metal") or hardware.get("gpu"):
+                ns, name = object_key(m)
+                yield Request(self.name, ns, name)
 
     async def reconcile(self, request: Request) -> Result:
         obj = self.ctx.cache.get(MODEL, request.namespace, request.name)
@@ -113,15 +175,31 @@ class ModelReconciler:
             "Ready" if accelerator.status else c.ACCELERATOR_NOT_READY,
             "model can be served" if accelerator.status else accelerator.message,
         )
+        # Every nested key is always written: a status merge patch removes only top-level
+        # keys, so an optional nested one would outlive the spec that produced it.
+        demand = (
+            model_demand(self.ctx.cache, request.namespace, model) if model.uses_claims else None
+        )
+        extended = (
+            dra.extended_resource_class(
+                device_classes(self.ctx.cache), device_plugin_resource(model)
+            )
+            if model.is_gpu_model and not model.uses_claims
+            else None
+        )
+        gpu: dict[str, object] = {
+            "count": model.gpu.count,
+            "claims": [c.pod_entry() for c in model.gpu.claims],
+            "attachment": attachment_kind(model),
+            "devicesPerPod": (demand.total or 0) if demand else 0,
+            "deviceClasses": sorted(demand.classes) if demand else [],
+            "extendedResourceClass": extended or "",
+        }
         fields = {
             "phase": "Ready" if accelerator.status else "Pending",
             # LLMKube's bool, next to the condition that says why.
             "acceleratorReady": accelerator.status,
-            "gpu": {
-                "count": model.gpu.count,
-                "claims": [c.pod_entry() for c in model.gpu.claims],
-                "attachment": attachment_kind(model),
-            },
+            "gpu": gpu,
         }
         await self.ctx.status.write(MODEL, obj, fields, [accelerator, ready])
         return Result()

@@ -177,3 +177,24 @@ def write_serving_cert(ca: trustme.CA, cert_dir: Path) -> None:
     cert = ca.issue_cert("localhost", "127.0.0.1")
     cert.private_key_pem.write_to_path(str(cert_dir / "tls.key"))
     cert.cert_chain_pems[0].write_to_path(str(cert_dir / "tls.crt"))
+
+
+# What the NVIDIA DRA driver publishes on a cluster with one 4-GPU node: the DeviceClass
+# and the node's ResourceSlice (the simulated cluster seeds the same objects).
+DRA_CLUSTER_YAML = """
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {name: gpu.nvidia.com}
+spec:
+  selectors:
+    - cel: {expression: 'device.driver == "gpu.nvidia.com"'}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: gpu-node-1-gpu.nvidia.com}
+spec:
+  driver: gpu.nvidia.com
+  nodeName: gpu-node-1
+  pool: {name: gpu-node-1, generation: 1, resourceSliceCount: 1}
+  devices: [{name: gpu-0}, {name: gpu-1}, {name: gpu-2}, {name: gpu-3}]
+"""

@@ -84,7 +84,12 @@ VARIANTS: list[Obj] = [
             "certManager": {"enabled": False},
             "certSecretName": "my-tls",
             "caBundle": "LS0tLS1CRUdJTg==",
-        }
+        },
+        "kueue": {
+            "deviceClassMappings": [
+                {"name": "nvidia.com/gpu", "deviceClassNames": ["gpu.nvidia.com"]}
+            ]
+        },
     },
     {
         "replicas": 2,

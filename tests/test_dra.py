@@ -180,11 +180,25 @@ def test_all_mode_is_unknown_with_a_reason() -> None:
     assert demand.reasons == ['request "gpu" uses allocationMode All: the device count is unknown']
 
 
-def test_first_available_counts_its_first_subrequest() -> None:
+def test_first_available_is_unknown_unless_every_alternative_agrees() -> None:
     demand = dra.requested_devices(PREFER_EIGHT)
-    assert demand.total == 8 and demand.first_available
+    assert demand.total is None and demand.first_available
     assert demand.by_class == {"gpu.nvidia.com": 8}
+    assert demand.minimum_by_class == {"gpu.nvidia.com": 2}
+    assert demand.classes == {"gpu.nvidia.com"}
     assert "first of 2" in demand.reasons[0] and '"eight"' in demand.reasons[0]
+    assert "2 to 8 device(s), known only at allocation" in demand.reasons[0]
+    same = template(
+        "h100-or-a100",
+        """\
+        - name: gpus
+          firstAvailable:
+            - {name: h100, deviceClassName: h100.nvidia.com, count: 2}
+            - {name: a100, deviceClassName: a100.nvidia.com, count: 2}""",
+    )
+    demand = dra.requested_devices(same)
+    assert demand.total == 2 and "counted as 2 device(s)" in demand.reasons[0]
+    assert demand.classes == {"h100.nvidia.com", "a100.nvidia.com"}
 
 
 def test_pod_demand_sums_and_all_makes_it_unknown() -> None:
@@ -380,3 +394,19 @@ def test_module_imports_only_the_standard_library() -> None:
         elif isinstance(node, ast.ImportFrom):
             roots.add((node.module or "").split(".")[0])
     assert roots <= set(sys.stdlib_module_names) | {"__future__"}, roots
+
+
+def test_capacity_checks_the_fewest_devices_a_request_accepts() -> None:
+    gpu = device_class("gpu.nvidia.com", 'device.driver == "gpu.nvidia.com"')
+    classes = {"gpu.nvidia.com": gpu}
+    slices = [resource_slice("node-a", "gpu.nvidia.com", 4)]
+    # firstAvailable: eight do not fit on any node, but its second alternative (two) does.
+    assert dra.capacity_problems(dra.requested_devices(PREFER_EIGHT), classes, slices) == []
+    # All: the class must exist and publish at least one device.
+    assert dra.requested_devices(ALL_GPUS).minimum_by_class == {"gpu.nvidia.com": 1}
+    assert dra.capacity_problems(dra.requested_devices(ALL_GPUS), classes, slices) == []
+    (problem,) = dra.capacity_problems(dra.requested_devices(ALL_GPUS), classes, [])
+    assert problem.reason == "InsufficientDevices"
+    assert [p.reason for p in dra.capacity_problems(dra.requested_devices(ALL_GPUS), {}, [])] == [
+        "DeviceClassNotFound"
+    ]

@@ -13,7 +13,15 @@ from controller.manager import Manager
 from controller.resources import DEPLOYMENT, INFERENCE_SERVICE, MODEL
 from testserver.process import ApiServerProcess
 
-from .conftest import eventually, manager_for, model_yaml, reconciles, wait_condition
+from .conftest import (
+    DRA_CLUSTER_YAML,
+    eventually,
+    manager_for,
+    model_yaml,
+    reapply,
+    reconciles,
+    wait_condition,
+)
 
 Obj = dict[str, object]
 DEPLOYMENTS = "/apis/apps/v1/namespaces/default/deployments"
@@ -21,6 +29,9 @@ DEPLOYMENTS = "/apis/apps/v1/namespaces/default/deployments"
 
 async def converged(kube: KubeClient, timeout: float = 20.0) -> None:
     """The multi-GPU seed example is fully served: Deployment with TP 2, status written."""
+    # AcceleratorReady checks the DeviceClass and ResourceSlices too (a restarted, empty
+    # server has lost them).
+    await reapply(kube, DRA_CLUSTER_YAML)
 
     async def deployment_ok() -> bool:
         d = await kube.get(DEPLOYMENT, "default", "qwen3-32b")

@@ -11,6 +11,7 @@ from controller.resources import EVENT, MODEL, RESOURCE_CLAIM, RESOURCE_CLAIM_TE
 from testserver.process import ApiServerProcess
 
 from .conftest import (
+    DRA_CLUSTER_YAML,
     TEMPLATE_YAML,
     condition,
     eventually,
@@ -29,6 +30,7 @@ TEMPLATE_GPU = """\
 async def test_template_missing_then_created_then_deleted(
     kube: KubeClient, controller: Manager
 ) -> None:
+    await apply_text(kube, DRA_CLUSTER_YAML)
     await apply_text(kube, model_yaml("m", TEMPLATE_GPU))
     m = await wait_condition(
         kube, MODEL, "m", "AcceleratorReady", "False", "ResourceClaimTemplateNotFound"
@@ -61,6 +63,7 @@ async def test_shared_claim_must_exist_in_the_models_namespace(
       enabled: true
       resourceClaims:
         - {name: gpu, resourceClaimName: shared-gpu}"""
+    await apply_text(kube, DRA_CLUSTER_YAML)
     await apply_text(kube, model_yaml("m", gpu), namespace="team-a")
     # A claim of that name in another namespace does not count.
     await kube.create(
@@ -152,6 +155,7 @@ async def test_invalid_spec_gets_a_condition_and_a_warning_event(
 
 
 async def test_reconcile_is_idempotent(kube: KubeClient, controller: Manager) -> None:
+    await apply_text(kube, DRA_CLUSTER_YAML)
     await apply_text(kube, TEMPLATE_YAML.format(name="one-gpu", count=1))
     await apply_text(kube, model_yaml("m", TEMPLATE_GPU))
     m = await wait_condition(kube, MODEL, "m", "AcceleratorReady", "True")

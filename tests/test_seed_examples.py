@@ -9,7 +9,7 @@ from controller.kube import KubeClient
 from controller.manager import Manager
 from controller.resources import DEPLOYMENT, INFERENCE_SERVICE, MODEL, SERVICE
 
-from .conftest import condition, eventually
+from .conftest import DRA_CLUSTER_YAML, condition, eventually
 
 Obj = dict[str, Any]
 
@@ -17,6 +17,7 @@ Obj = dict[str, Any]
 async def test_single_gpu_template_gives_pod_claims_and_no_gpu_limit(
     kube: KubeClient, controller: Manager
 ) -> None:
+    await apply_text(kube, DRA_CLUSTER_YAML)
     await apply_text(kube, (EXAMPLES / "single-gpu.yaml").read_text())
 
     async def deployment() -> Obj | None:

@@ -1,0 +1,109 @@
+"""What the cluster's DRA objects say about one Model or InferenceService, from the cache.
+
+The cache-reading side of reconcilers/dra.py (which stays pure): the claims and
+templates a Model names, its DeviceClasses and ResourceSlices, and what DRA allocated
+to a service's pods, in the `status.allocation` shape other components read:
+
+    expectedDevices   devices the current pods should hold (per pod x pods)
+    allocatedDevices  devices DRA allocated to the pods' claims (sum over pods)
+    allocatedPods     pods whose claims are all allocated
+    summary           "allocated/expected", for the printer column
+    pods              [{name, devices: [{claim, request, driver, pool, device}]}]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from api import ModelSpec
+from controller.cache import Cache
+from controller.resources import (
+    DEVICE_CLASS,
+    RESOURCE_CLAIM,
+    RESOURCE_CLAIM_TEMPLATE,
+    RESOURCE_SLICE,
+)
+
+from . import dra
+
+Obj = dict[str, Any]
+
+
+def claim_objects(cache: Cache, namespace: str, model: ModelSpec) -> list[Obj]:
+    """The ResourceClaims and ResourceClaimTemplates the Model names that exist."""
+    found = []
+    for ref in model.gpu.claims:
+        obj = (
+            cache.get(RESOURCE_CLAIM_TEMPLATE, namespace, ref.template_name)
+            if ref.template_name
+            else cache.get(RESOURCE_CLAIM, namespace, ref.claim_name or "")
+        )
+        if obj is not None:
+            found.append(obj)
+    return found
+
+
+def model_demand(cache: Cache, namespace: str, model: ModelSpec) -> dra.DeviceDemand:
+    """Devices one pod of the Model asks for through the claims and templates it names."""
+    return dra.pod_demand(claim_objects(cache, namespace, model))
+
+
+def templates(cache: Cache, namespace: str, model: ModelSpec) -> dict[str, Obj]:
+    """Template name -> template, for the Model's template entries that exist."""
+    found = {}
+    for ref in model.gpu.claims:
+        if ref.template_name:
+            obj = cache.get(RESOURCE_CLAIM_TEMPLATE, namespace, ref.template_name)
+            if obj is not None:
+                found[ref.template_name] = obj
+    return found
+
+
+def device_classes(cache: Cache) -> dict[str, Obj]:
+    return {c["metadata"]["name"]: c for c in cache.list(DEVICE_CLASS)}
+
+
+def resource_slices(cache: Cache) -> list[Obj]:
+    return cache.list(RESOURCE_SLICE)
+
+
+def allocation_status(cache: Cache, pods: Iterable[Obj], per_pod: int | None) -> Obj:
+    """status.allocation for a service's pods (see the module docstring).
+
+    per_pod: devices one pod's claims ask for; None when unknown (allocationMode All),
+    then a pod is expected to hold what DRA gave it, once allocated.
+    """
+    rows = []
+    expected = allocated = allocated_pods = 0
+    for pod in sorted(pods, key=lambda p: str(p["metadata"]["name"])):
+        ns = pod["metadata"].get("namespace") or ""
+        devices = []
+        complete = True
+        for entry, claim_name in sorted(dra.pod_claim_names(pod).items()):
+            claim = cache.get(RESOURCE_CLAIM, ns, claim_name) if claim_name else None
+            if claim is None or not dra.is_allocated(claim):
+                complete = complete and entry == ""  # the extended-resource claim is extra
+                continue
+            devices += [
+                {
+                    "claim": str(claim_name),
+                    "request": d.request,
+                    "driver": d.driver,
+                    "pool": d.pool,
+                    "device": d.device,
+                }
+                for d in dra.allocated_devices(claim)
+            ]
+        complete = complete and bool(devices)
+        allocated += len(devices)
+        allocated_pods += complete
+        expected += per_pod if per_pod is not None else (len(devices) if complete else 0)
+        rows.append({"name": pod["metadata"]["name"], "devices": devices})
+    return {
+        "expectedDevices": expected,
+        "allocatedDevices": allocated,
+        "allocatedPods": allocated_pods,
+        "summary": f"{allocated}/{expected}",
+        "pods": rows,
+    }

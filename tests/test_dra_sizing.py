@@ -1,0 +1,226 @@
+"""Issue 13 (1, 3): the runtime is sized from the claims when `count` is absent, and
+status.allocation shows what DRA allocated, on a simulated DRA-only cluster."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.manifests import EXAMPLES, apply_text
+from controller.kube import KubeClient
+from controller.manager import Manager
+from controller.resources import (
+    DEPLOYMENT,
+    INFERENCE_SERVICE,
+    MODEL,
+    POD,
+    RESOURCE_CLAIM,
+    RESOURCE_CLAIM_TEMPLATE,
+)
+from testserver.process import ApiServerProcess
+
+from .conftest import condition, isvc_yaml, model_yaml, reapply, wait_condition
+from .dra_cluster import allocation, args_of, deployment, dra_cluster, without_count
+
+Cluster = tuple[KubeClient, Manager, ApiServerProcess]
+
+
+@pytest.fixture
+async def cluster() -> Cluster:  # type: ignore[misc]
+    async with dra_cluster() as c:
+        yield c
+
+
+def template(name: str, request: str) -> str:
+    return f"""
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {{name: {name}}}
+spec:
+  spec:
+    devices:
+      requests:
+        - name: gpus
+{request}
+"""
+
+
+async def test_guide_examples_without_count_are_sized_from_the_templates(
+    cluster: Cluster,
+) -> None:
+    kube, _, _ = cluster
+    await apply_text(kube, without_count("multi-gpu.yaml"))
+    await apply_text(kube, without_count("single-gpu.yaml"))
+    model = await kube.get(MODEL, "default", "qwen3-32b")
+    assert model is not None and "count" not in model["spec"]["hardware"]["gpu"]
+
+    # TP 2 still comes from the two-gpus template.
+    dep = await deployment(kube, "qwen3-32b")
+    args = args_of(dep)
+    assert args[args.index("--tensor-parallel-size") + 1] == "2"
+    assert "nvidia.com/gpu" not in str(dep["spec"]["template"]["spec"]["containers"][0])
+    isvc = await wait_condition(kube, INFERENCE_SERVICE, "qwen3-32b", "Ready", "True")
+    sizing = condition(isvc, "DeviceCount")
+    assert sizing is not None and sizing["reason"] == "SizedFromClaims"
+    assert "sized for the 2 device(s)" in sizing["message"]
+
+    # The one-gpu llama.cpp service: a GPU model on one device, nothing to split.
+    args = args_of(await deployment(kube, "qwen3-embedding"))
+    assert "--n-gpu-layers" in args and "--split-mode" not in args
+
+    # What DRA allocated, per pod, read back from the pods' template claims.
+    alloc = await allocation(kube, "qwen3-32b", "2/2")
+    assert (alloc["expectedDevices"], alloc["allocatedDevices"], alloc["allocatedPods"]) == (
+        2,
+        2,
+        1,
+    )
+    (pod,) = alloc["pods"]
+    live = await kube.get(POD, "default", pod["name"])
+    assert live is not None
+    claim_name = live["status"]["resourceClaimStatuses"][0]["resourceClaimName"]
+    claim = await kube.get(RESOURCE_CLAIM, "default", claim_name)
+    assert claim is not None
+    assert pod["devices"] == [
+        {"claim": claim_name, **r} for r in claim["status"]["allocation"]["devices"]["results"]
+    ]
+    assert {d["driver"] for d in pod["devices"]} == {"gpu.nvidia.com"}
+    assert len({d["device"] for d in pod["devices"]}) == 2
+    await allocation(kube, "qwen3-embedding", "1/1")
+
+
+async def test_count_wins_and_a_mismatch_says_both_numbers(cluster: Cluster) -> None:
+    kube, _, _ = cluster
+    await apply_text(kube, (EXAMPLES / "multi-gpu.yaml").read_text())
+    isvc = await wait_condition(
+        kube, INFERENCE_SERVICE, "qwen3-32b", "DeviceCount", "True", "CountMatchesClaims"
+    )
+    gpu = """\
+      enabled: true
+      count: 1
+      resourceClaims:
+        - {name: gpus, resourceClaimTemplateName: two-gpus}"""
+    await reapply(kube, model_yaml("m", gpu))
+    await reapply(kube, isvc_yaml("svc", "m"))
+    isvc = await wait_condition(
+        kube, INFERENCE_SERVICE, "svc", "DeviceCount", "False", "CountMismatch"
+    )
+    message = condition(isvc, "DeviceCount")["message"]  # type: ignore[index]
+    assert "count is 1" in message and "ask for 2 device(s)" in message
+    # count wins: one device for the runtime, no tensor parallelism.
+    assert "--tensor-parallel-size" not in args_of(await deployment(kube, "svc"))
+    # ...but the pod holds what the claim allocated, and status says so.
+    await allocation(kube, "svc", "2/2")
+
+
+async def test_replicas_each_get_their_own_devices_until_the_slices_run_out(
+    cluster: Cluster,
+) -> None:
+    kube, _, _ = cluster
+    await apply_text(kube, without_count("multi-gpu.yaml"))
+    await allocation(kube, "qwen3-32b", "2/2")
+    isvc = await kube.get(INFERENCE_SERVICE, "default", "qwen3-32b")
+    assert isvc is not None
+    isvc["spec"]["replicas"] = 3
+    await kube.replace(INFERENCE_SERVICE, isvc)
+    # 4 GPUs: two pods get two each, the third waits (the scheduler's reason is shown).
+    alloc = await allocation(kube, "qwen3-32b", "4/6")
+    assert alloc["allocatedPods"] == 2
+    assert sorted(len(p["devices"]) for p in alloc["pods"]) == [0, 2, 2]
+    isvc = await wait_condition(
+        kube, INFERENCE_SERVICE, "qwen3-32b", "WorkloadReady", "False", "Unschedulable"
+    )
+    assert "cannot allocate all claims" in condition(isvc, "WorkloadReady")["message"]  # type: ignore[index]
+    assert isvc["status"]["phase"] == "WaitingForGPU"
+
+
+async def test_all_and_first_available_requests(cluster: Cluster) -> None:
+    kube, _, _ = cluster
+    await reapply(
+        kube,
+        template(
+            "every-gpu",
+            "          exactly: {deviceClassName: gpu.nvidia.com, allocationMode: All}",
+        ),
+    )
+    await reapply(
+        kube,
+        template(
+            "prefer-eight",
+            """\
+          firstAvailable:
+            - {name: eight, deviceClassName: gpu.nvidia.com, count: 8}
+            - {name: two, deviceClassName: gpu.nvidia.com, count: 2}""",
+        ),
+    )
+    for name in ("every-gpu", "prefer-eight"):
+        gpu = f"""\
+      enabled: true
+      resourceClaims:
+        - {{name: gpus, resourceClaimTemplateName: {name}}}"""
+        await reapply(kube, model_yaml(name, gpu))
+    await reapply(kube, isvc_yaml("every", "every-gpu"))
+    # All: the count is unknown until allocation, the runtime is not sized from it...
+    isvc = await wait_condition(
+        kube, INFERENCE_SERVICE, "every", "DeviceCount", "False", "DeviceCountUnknown"
+    )
+    assert "--tensor-parallel-size" not in args_of(await deployment(kube, "every"))
+    # ...and the pod is expected to hold what DRA gave it: every GPU of the node.
+    await allocation(kube, "every", "4/4")
+    await kube.delete(INFERENCE_SERVICE, "default", "every")
+
+    # firstAvailable with eight or two: which one is granted is known only at allocation,
+    # so the runtime is not sized from it; this 4-GPU node gives two, and status says so.
+    await reapply(kube, isvc_yaml("prefer", "prefer-eight"))
+    isvc = await wait_condition(
+        kube, INFERENCE_SERVICE, "prefer", "DeviceCount", "False", "DeviceCountUnknown"
+    )
+    assert "2 to 8 device(s)" in condition(isvc, "DeviceCount")["message"]  # type: ignore[index]
+    assert "--tensor-parallel-size" not in args_of(await deployment(kube, "prefer"))
+    alloc = await allocation(kube, "prefer", "2/2")
+    assert {d["request"] for d in alloc["pods"][0]["devices"]} == {"gpus/two"}
+    # AcceleratorReady checks the smallest alternative against the slices: it fits.
+    model = await wait_condition(
+        kube, MODEL, "prefer-eight", "AcceleratorReady", "True", "ResourceClaimsFound"
+    )
+    assert model["status"]["gpu"]["devicesPerPod"] == 0
+
+
+async def test_template_deleted_under_running_pods_keeps_their_size(cluster: Cluster) -> None:
+    kube, manager, _ = cluster
+    await apply_text(kube, without_count("multi-gpu.yaml"))
+    await allocation(kube, "qwen3-32b", "2/2")
+    before = await deployment(kube, "qwen3-32b")
+    await kube.delete(RESOURCE_CLAIM_TEMPLATE, "default", "two-gpus")
+    isvc = await wait_condition(
+        kube, INFERENCE_SERVICE, "qwen3-32b", "DeviceCount", "False", "ClaimsMissing"
+    )
+    assert "kept at 2 device(s)" in condition(isvc, "DeviceCount")["message"]  # type: ignore[index]
+    await manager.wait_idle()
+    after = await deployment(kube, "qwen3-32b")
+    # The runtime keeps its size: no restart into pods that could not start.
+    assert args_of(after) == args_of(before)
+    assert after["metadata"]["generation"] == before["metadata"]["generation"]
+    isvc = await wait_condition(kube, INFERENCE_SERVICE, "qwen3-32b", "Ready", "True")
+    assert isvc["status"]["allocation"]["summary"] == "2/2"
+
+
+async def test_parallelism_above_the_claimed_devices_is_refused(cluster: Cluster) -> None:
+    """No count: the two-gpus template gives each pod 2 devices, so TP 4 cannot start."""
+    kube, _, _ = cluster
+    gpu = """\
+      enabled: true
+      resourceClaims:
+        - {name: gpus, resourceClaimTemplateName: two-gpus}"""
+    await apply_text(kube, without_count("multi-gpu.yaml"))  # creates the two-gpus template
+    await reapply(kube, model_yaml("m", gpu))
+    await reapply(kube, isvc_yaml("svc", "m", extra="  vllmConfig: {tensorParallelSize: 4}"))
+    isvc = await wait_condition(
+        kube, INFERENCE_SERVICE, "svc", "RuntimeConfigured", "False", "ParallelismExceedsGPUs"
+    )
+    message = condition(isvc, "RuntimeConfigured")["message"]  # type: ignore[index]
+    assert "4 GPUs" in message and "gets 2" in message, message
+    assert condition(isvc, "ModelResolved")["status"] == "True"  # type: ignore[index]
+    assert await kube.get(DEPLOYMENT, "default", "svc") is None
+    # Within the claimed devices it is served.
+    await reapply(kube, isvc_yaml("svc", "m", extra="  vllmConfig: {tensorParallelSize: 2}"))
+    await wait_condition(kube, INFERENCE_SERVICE, "svc", "RuntimeConfigured", "True", "ArgvValid")
