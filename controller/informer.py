@@ -13,6 +13,8 @@ Nothing an object or a handler does can end the loop: a handler that raises is l
 with the object's key and counted, a line that cannot be decoded is skipped the same
 way, and any other failure restarts the loop after backoff (run() returns only when
 cancelled). `failure` holds the last unexpected error until the loop recovers.
+
+Objects are cached without metadata.managedFields (see `strip`).
 """
 
 from __future__ import annotations
@@ -78,6 +80,15 @@ class Store:
         old = self._by_ns.get(ns, {}).pop(name, None)
         self._count -= old is not None
         return old
+
+
+def strip(obj: Obj) -> Obj:
+    """Drop what no reader of the cache uses, as controller-runtime's default transform
+    does: metadata.managedFields is often the largest part of an object."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        meta.pop("managedFields", None)
+    return obj
 
 
 def resource_version(obj: Obj) -> str:
@@ -243,6 +254,8 @@ class Informer:
             on_bad_item=lambda e: self._bad_object(str(e), e.key),
         )
         self.lists += 1
+        for obj in items:
+            strip(obj)
         fresh = {object_key(o): o for o in items}
         # Objects deleted while we were not watching (or that a restarted server never
         # had): their DELETED event was never seen.
@@ -293,10 +306,10 @@ class Informer:
                 self.last_rv = rv or self.last_rv
                 continue
             if type_ in (ADDED, MODIFIED):
-                old = self.store.put(obj)
+                old = self.store.put(strip(obj))
                 self._dispatch(Event(MODIFIED if old else ADDED, obj, old))
             elif type_ == DELETED:
-                self._dispatch(Event(DELETED, obj, self.store.remove(obj)))
+                self._dispatch(Event(DELETED, strip(obj), self.store.remove(obj)))
             self.last_rv = rv or self.last_rv
             self._progress += 1
 
