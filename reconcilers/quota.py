@@ -259,6 +259,7 @@ class _Scope:
         """Apply new demands (None: no demand); the names whose allocation changed."""
         present: list[Demand] = []
         removed: list[tuple[str, str]] = []  # (created, name) of demands withdrawn
+        replaced: list[tuple[str, str]] = []  # where every old demand stood
         start = len(self.order)
         for name, demand in updates.items():
             old = self.demands.get(name)
@@ -269,6 +270,7 @@ class _Scope:
                 del self.order[i]
                 del self.demands[name]
                 start = min(start, i)
+                replaced.append((old.created, name))
                 if demand is None:
                     removed.append((old.created, name))
             if demand is not None:
@@ -284,11 +286,11 @@ class _Scope:
                 changed.add(name)
         if not present and not removed:
             return changed
-        # Past every changed place, a service whose leftovers are what they were is
-        # admitted as before, and so is everyone after it: stop there.
+        # Past every changed place (new and old), a service whose leftovers are what
+        # they were is admitted as before, and so is everyone after it: stop there.
         stop_from = max(
             [self._position(d.created, d.name) + 1 for d in present]
-            + [self._position(created, name) for created, name in removed]
+            + [self._position(created, name) for created, name in replaced]
         )
         left = self._leftovers_before(start)
         for i in range(start, len(self.order)):
