@@ -90,7 +90,8 @@ async def product(
             metric("llmkube_events_dropped_total", reason=r)
             for r in ("buffer_full", "spam", "write_error")
         ),
-        "cache_bytes_per_object": sum(deep_size(o) for o in cached) / n,
+        # What the cache holds: a string or value shared by many objects counts once.
+        "cache_bytes_per_object": deep_size(cached) / n,
         "memo_bytes_per_object": deep_size(memo) / n,
         "rss_bytes_per_object": rss / n,
     }
