@@ -267,6 +267,7 @@ class Manager:
             return_exceptions=True,
         )
         await self.recorder.stop()  # write the Events still queued, briefly
+        gc.unfreeze()  # what start-up froze may be garbage now (tests start many managers)
         if self.elector is not None:
             await self.elector.release()
         if self._runner is not None:
