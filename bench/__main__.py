@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import platform
 import statistics
 from datetime import UTC, datetime
@@ -24,6 +25,11 @@ from .workload import MODELS, SERVICES, SERVICES_UNDER_QUOTA, Workload
 
 # The pipelines compared with the ceiling and kopf (the GPUQuota one is quota_section's).
 WORKLOADS: tuple[Workload, ...] = (MODELS,)
+
+
+def _load() -> str:
+    """The machine's 1-minute load average: other processes share the CPUs."""
+    return f"{os.getloadavg()[0]:.2f}"
 
 
 def _ratio(a: float | None, b: float | None) -> str:
@@ -198,7 +204,8 @@ async def main(args: argparse.Namespace) -> None:
     rates = [float(r) for r in args.rates.split(",") if r]
     print(
         f"llmkube-py bench, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {platform.node()}, "
-        f"{platform.processor() or platform.machine()}, Python {platform.python_version()}\n"
+        f"{platform.processor() or platform.machine()}, Python {platform.python_version()}, "
+        f"{os.cpu_count()} CPUs, load average {_load()}\n"
     )
     if args.queue_adds:
         await queue_section(args.queue_adds)
@@ -217,6 +224,7 @@ async def main(args: argparse.Namespace) -> None:
     if service_sizes and "product" in suts:
         await quota_section(service_sizes, args.workers, args.repeat)
         print()
+    print(f"Load average at the end: {_load()}")
 
 
 def cli() -> None:

@@ -165,8 +165,10 @@ async def watch(
                     status_body(410, "Expired", "too old resource version: history compacted"),
                 )
                 break
-    except (ConnectionResetError, asyncio.CancelledError):
-        pass
+    except ConnectionResetError:
+        pass  # the client went away
+    # A cancellation (the server shutting down) propagates: aiohttp expects it, and a
+    # handler that returned instead races its shutdown ("InvalidStateError").
     finally:
         storage.unsubscribe(watcher)
     return resp
