@@ -30,6 +30,7 @@ from controller.resources import (
 from reconcilers.quota import (
     Allocation,
     Demand,
+    Quotas,
     _Scope,
     admission_changes,
     allocate,
@@ -65,10 +66,10 @@ def _random_demand(rng: random.Random, name: str, keys: list[str]) -> Demand:
 def test_incremental_allocation_matches_the_rule(seed: int) -> None:
     rng = random.Random(seed)
     keys = [f"ns/q{i}" for i in range(rng.randrange(1, 4))]
-    quotas = {
+    quotas: Quotas = {
         k: ({}, GPUQuotaSpec(gpu_count=rng.randrange(0, 12), namespace_ref="ns")) for k in keys
     }
-    scope = _Scope(quotas)  # type: ignore[arg-type]
+    scope = _Scope(quotas)
     limits = {k: spec.gpu_count for k, (_, spec) in quotas.items()}
     demands: dict[str, Demand] = {}
     before: dict[str, Allocation] = {}
