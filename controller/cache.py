@@ -1,9 +1,10 @@
 """Read access to the informers' stores, by resource type, and what is derived from them.
 
 Beside the stores the cache keeps:
-- a parse memo: `parsed(rt, obj, parse)` runs `parse` once per object and
-  resourceVersion (an exception it raises is remembered the same way), so a reconciler
-  that reads many objects does not re-parse the ones that did not change;
+- a parse memo: `parsed(rt, obj, parse)` runs `parse` on the spec once per object and
+  generation (resourceVersion for objects without one; an exception it raises is
+  remembered the same way), so a reconciler that reads many objects does not re-parse
+  the ones whose spec did not change;
 - subscribers: handlers that see every event of a type before any event mapper does
   (the cache registers itself first on each informer), for indexes kept up to date
   from events (`extension` holds one such index per cache).
@@ -34,7 +35,7 @@ class Cache:
     def __init__(self) -> None:
         self.informers: dict[ResourceType, Informer] = {}
         self._subscribers: dict[ResourceType, list[Handler]] = {}
-        # rt -> parse function -> (namespace, name) -> (resourceVersion, uid, value)
+        # rt -> parse function -> (namespace, name) -> (generation or resourceVersion, uid, value)
         self._parsed: dict[ResourceType, dict[Callable[[Any], Any], dict[Any, Any]]] = {}
         self._extensions: dict[str, Any] = {}
 
@@ -58,20 +59,22 @@ class Cache:
     # -- derived state -------------------------------------------------------------
 
     def parsed(self, rt: ResourceType, obj: Obj, parse: Callable[[Any], T]) -> T:
-        """parse(obj["spec"]), computed once per object and resourceVersion."""
+        """parse(obj["spec"]), computed once per version of the spec: per
+        metadata.generation (which a status write leaves alone), else per resourceVersion."""
         meta = obj.get("metadata") or {}
-        rv, uid = meta.get("resourceVersion"), meta.get("uid")
+        version = meta.get("generation") or meta.get("resourceVersion")
+        uid = meta.get("uid")
         memo = self._parsed.setdefault(rt, {}).setdefault(parse, {})
         key = object_key(obj)
         hit = memo.get(key)
-        if hit is not None and hit[0] == rv and hit[1] == uid and rv is not None:
+        if hit is not None and hit[0] == version and hit[1] == uid and version is not None:
             value = hit[2]
         else:
             try:
                 value = parse(obj.get("spec"))
             except Exception as e:  # remembered like a value: the object has not changed
                 value = _Failed(e)
-            memo[key] = (rv, uid, value)
+            memo[key] = (version, uid, value)
         if isinstance(value, _Failed):
             raise value.error.with_traceback(None)
         return value  # type: ignore[no-any-return]

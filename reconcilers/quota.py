@@ -11,8 +11,8 @@ service whose devices DRA has allocated (`status.allocation.allocatedPods > 0`):
 charged what its pods really hold, ceil(allocatedDevices / allocatedPods).
 
 `allocate` is the rule, over a whole namespace at once. `QuotaIndex` keeps the same
-result up to date from the cache's events in linear time: each object is parsed once
-per resourceVersion (the cache's parse memo), each namespace under a quota keeps its
+result up to date from the cache's events in linear time: each spec is parsed once
+per generation (the cache's parse memo), each namespace under a quota keeps its
 services in admission order with what was left before each one's turn, and a change
 re-admits from the changed service's place only until the leftovers are again what
 they were. It records which services' admission changed, so that only those are

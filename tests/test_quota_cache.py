@@ -67,7 +67,7 @@ async def test_cache_holds_no_managed_fields_and_shares_keys(
     }
 
 
-async def test_parse_memo_parses_once_per_resource_version(kube: KubeClient, cache: Cache) -> None:
+async def test_parse_memo_parses_once_per_generation(kube: KubeClient, cache: Cache) -> None:
     calls: list[Any] = []
 
     def parse(spec: Any) -> Any:
@@ -85,6 +85,13 @@ async def test_parse_memo_parses_once_per_resource_version(kube: KubeClient, cac
     )
     obj = await _cached(cache, "m", created["metadata"]["resourceVersion"])
     first = cache.parsed(MODEL, obj, parse)
+    assert cache.parsed(MODEL, obj, parse) is first
+    assert len(calls) == 1
+    # A status write (a new resourceVersion, the same generation) is not parsed again.
+    written = await kube.patch(
+        MODEL, "default", "m", {"status": {"phase": "Ready"}}, subresource="status"
+    )
+    obj = await _cached(cache, "m", written["metadata"]["resourceVersion"])
     assert cache.parsed(MODEL, obj, parse) is first
     assert len(calls) == 1
     changed = await kube.patch(MODEL, "default", "m", {"spec": {"format": "gguf"}})
