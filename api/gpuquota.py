@@ -60,6 +60,7 @@ STATUS = Object(
         "observedGeneration": Int(fmt="int64"),
         # llmkube-py extensions (README names them): what is asked, and a row per service.
         "requestedGPUCount": Int(),
+        "allocatedGPUCount": Int(description="Devices DRA allocated to the covered services."),
         "services": Array(
             items=Object(
                 fields={
@@ -69,6 +70,7 @@ STATUS = Object(
                     "admittedReplicas": Int(),
                     "gpusPerReplica": Int(),
                     "gpus": Int(),
+                    "allocatedGPUs": Int(),
                 }
             )
         ),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import platform
 import statistics
 from datetime import UTC, datetime
@@ -20,10 +21,15 @@ from controller import logging as log_setup
 
 from . import harness, queue_bench
 from .report import table
-from .workload import MODELS, Workload
+from .workload import MODELS, SERVICES, SERVICES_UNDER_QUOTA, Workload
 
-# The pipelines measured; a GPUQuota/InferenceService workload joins here (bench.workload).
+# The pipelines compared with the ceiling and kopf (the GPUQuota one is quota_section's).
 WORKLOADS: tuple[Workload, ...] = (MODELS,)
+
+
+def _load() -> str:
+    """The machine's 1-minute load average: other processes share the CPUs."""
+    return f"{os.getloadavg()[0]:.2f}"
 
 
 def _ratio(a: float | None, b: float | None) -> str:
@@ -143,6 +149,34 @@ def memory_section(products: list[harness.RunResult]) -> None:
     )
 
 
+async def quota_section(sizes: list[int], workers: int, repeat: int) -> None:
+    """InferenceServices in one namespace, without a GPUQuota and under one (product)."""
+    rows, ratios = [], []
+    for n in sizes:
+        seconds: dict[str, float] = {}
+        for label, workload in (("without", SERVICES), ("GPUQuota", SERVICES_UNDER_QUOTA)):
+            runs = []
+            for _ in range(repeat):
+                print(f"  {workload.name}: product at {n:,} ...", flush=True)
+                runs.append(await harness.run("product", workload, objects=n, workers=workers))
+            r = sorted(runs, key=lambda r: r.seconds)[len(runs) // 2]
+            seconds[label] = r.seconds
+            s = r.stats
+            per_object = s.get("reconciles", 0.0) / (s.get("objects") or 1)
+            rows.append([n, label, r.per_second, r.seconds, r.p50_ms, r.p99_ms, per_object])
+        ratios.append([n, f"{seconds['GPUQuota'] / seconds['without']:.2f}x"])
+    print(
+        table(
+            f"Pipeline, InferenceServices in one namespace (Deployment + Service + status each; "
+            f"median of {repeat}; the quota admits 3 in 4, the rest wait at QuotaExceeded)",
+            ["services", "GPUQuota", "services/s", "seconds", "p50 ms", "p99 ms", "reconciles/svc"],
+            rows,
+        )
+    )
+    print()
+    print(table("GPUQuota cost (same run)", ["services", "seconds: with / without"], ratios))
+
+
 async def steady_section(
     workload: Workload, rates: list[float], seconds: float, suts: list[str], workers: int
 ) -> None:
@@ -170,12 +204,13 @@ async def main(args: argparse.Namespace) -> None:
     rates = [float(r) for r in args.rates.split(",") if r]
     print(
         f"llmkube-py bench, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {platform.node()}, "
-        f"{platform.processor() or platform.machine()}, Python {platform.python_version()}\n"
+        f"{platform.processor() or platform.machine()}, Python {platform.python_version()}, "
+        f"{os.cpu_count()} CPUs, load average {_load()}\n"
     )
     if args.queue_adds:
         await queue_section(args.queue_adds)
         print()
-    for workload in WORKLOADS:
+    for workload in WORKLOADS if sizes else ():
         products = await burst_section(workload, sizes, suts, args.workers, args.repeat)
         print()
         if products:
@@ -185,6 +220,11 @@ async def main(args: argparse.Namespace) -> None:
         if rates and steady_suts:
             await steady_section(workload, rates, args.steady_seconds, steady_suts, args.workers)
             print()
+    service_sizes = [int(s) for s in args.service_sizes.split(",") if s]
+    if service_sizes and "product" in suts:
+        await quota_section(service_sizes, args.workers, args.repeat)
+        print()
+    print(f"Load average at the end: {_load()}")
 
 
 def cli() -> None:
@@ -194,6 +234,11 @@ def cli() -> None:
         "--systems",
         default="product,ceiling,product-quiet,ceiling-quiet,kopf",
         help="-quiet: without Events, as kopf runs",
+    )
+    parser.add_argument(
+        "--service-sizes",
+        default="1000,3000",
+        help="InferenceServices, with and without a GPUQuota; empty skips them",
     )
     parser.add_argument("--workers", type=int, default=16, help="for product and ceiling")
     parser.add_argument("--repeat", type=int, default=1, help="runs per size; the median counts")

@@ -78,7 +78,7 @@ class RunResult:
         return self.percentile(0.99)
 
 
-def _command(sut: str, url: str, workers: int) -> list[str]:
+def _command(sut: str, url: str, workers: int, workload: Workload) -> list[str]:
     if sut == "kopf":
         return [
             sys.executable,
@@ -102,6 +102,10 @@ def _command(sut: str, url: str, workers: int) -> list[str]:
         str(workers),
         "--events",
         events,
+        "--resource",
+        workload.resource.plural,
+        "--controller",
+        workload.controller,
     ]
 
 
@@ -112,10 +116,10 @@ class _Sut:
         self.proc = proc
 
     @classmethod
-    async def start(cls, sut: str, url: str, workers: int) -> _Sut:
+    async def start(cls, sut: str, url: str, workers: int, workload: Workload) -> _Sut:
         env = {**os.environ, "BENCH_SERVER": url}
         proc = await asyncio.create_subprocess_exec(
-            *_command(sut, url, workers),
+            *_command(sut, url, workers, workload),
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.DEVNULL,
             env=env,
@@ -196,12 +200,12 @@ async def run(
     watch_task: asyncio.Task[None] | None = None
     try:
         await install_crds(client)
-        for rt, obj in workload.setup():
+        for rt, obj in workload.setup(count):
             await client.create(rt, obj)
         watcher = _Watcher(watcher_client, workload)
         watch_task = asyncio.create_task(watcher.informer.run())
         await watcher.informer.synced.wait()
-        sut_proc = await _Sut.start(sut, server.url, workers)
+        sut_proc = await _Sut.start(sut, server.url, workers, workload)
         # Warm up: the SUT has listed, watches and handles (and kopf has started at all).
         warm = workload.make(10_000_000)
         await client.create(workload.resource, warm)

@@ -36,7 +36,11 @@ async def model_seen(
     gen = meta.get("generation", 1)
     gpu = body.get("spec", {}).get("hardware", {}).get("gpu") or {}
     patch.status["phase"] = "Ready"
-    patch.status["gpu"] = {"count": gpu.get("count", 1), "claims": [], "attachment": "plugin"}
+    patch.status["gpu"] = {
+        "count": gpu.get("count", 1),
+        "claims": [],
+        "attachment": "device-plugin",
+    }
     patch.status["observedGeneration"] = gen
     patch.status["conditions"] = [
         {

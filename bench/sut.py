@@ -44,7 +44,9 @@ async def _until_sigterm() -> None:
     await stop.wait()
 
 
-async def product(url: str, workers: int, events: int) -> dict[str, Any]:
+async def product(
+    url: str, workers: int, events: int, resource: str, controller: str
+) -> dict[str, Any]:
     client = await KubeClient.connect(url, timeout=120)
     manager = Manager(
         client, ManagerConfig(http_port=None, workers=workers), reconcilers=reconcilers()
@@ -68,9 +70,10 @@ async def product(url: str, workers: int, events: int) -> dict[str, Any]:
     tracker.cancel()
     gc.collect()
     rss = rss_bytes() - rss_before
-    cached = manager.cache.informers[MODEL].store.list()
+    rt = next(rt for rt in manager.cache.informers if rt.plural == resource)
+    cached = manager.cache.informers[rt].store.list()
     n = max(1, len(cached))
-    memo = manager.reconcilers["model"].ctx.status._written  # type: ignore[attr-defined]
+    memo = manager.reconcilers[controller].ctx.status._written  # type: ignore[attr-defined]
     sample = manager.metrics.registry.get_sample_value
 
     def metric(name: str, **labels: str) -> float:
@@ -79,7 +82,7 @@ async def product(url: str, workers: int, events: int) -> dict[str, Any]:
     stats |= {
         "objects": len(cached),
         "reconciles": metric(
-            "controller_runtime_reconcile_total", controller="model", result="success"
+            "controller_runtime_reconcile_total", controller=controller, result="success"
         ),
         "events_written": metric("llmkube_events_written_total", action="create")
         + metric("llmkube_events_written_total", action="patch"),
@@ -87,7 +90,8 @@ async def product(url: str, workers: int, events: int) -> dict[str, Any]:
             metric("llmkube_events_dropped_total", reason=r)
             for r in ("buffer_full", "spam", "write_error")
         ),
-        "cache_bytes_per_object": sum(deep_size(o) for o in cached) / n,
+        # What the cache holds: a string or value shared by many objects counts once.
+        "cache_bytes_per_object": deep_size(cached) / n,
         "memo_bytes_per_object": deep_size(memo) / n,
         "rss_bytes_per_object": rss / n,
     }
@@ -119,13 +123,17 @@ def main() -> None:
     parser.add_argument("url")
     parser.add_argument("--workers", type=int, default=16)
     parser.add_argument("--events", type=int, default=2, help="Events per object; 0: none")
+    parser.add_argument("--resource", default=MODEL.plural, help="the objects created")
+    parser.add_argument("--controller", default="model", help="their reconciler")
     args = parser.parse_args()
     log_setup.configure("error")
     profile = cProfile.Profile() if os.environ.get("BENCH_PROFILE") else None
     if profile is not None:  # BENCH_PROFILE=dir: a pstats file per SUT process
         profile.enable()
     if args.kind == "product":
-        stats = asyncio.run(product(args.url, args.workers, args.events))
+        stats = asyncio.run(
+            product(args.url, args.workers, args.events, args.resource, args.controller)
+        )
     else:
         stats = asyncio.run(run_ceiling(args.url, args.workers, args.events))
     if profile is not None:

@@ -1,7 +1,8 @@
 """What a benchmark creates and when an object counts as handled.
 
-The harness is generic over a Workload, so another pipeline (InferenceServices under a
-GPUQuota, once those API shapes settle) is one more Workload here, not a new harness.
+The harness is generic over a Workload: Models (one status write each), and
+InferenceServices in one namespace (a Deployment, a Service and a status each), with a
+GPUQuota over that namespace or without one.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from controller.resources import MODEL, ResourceType
+from controller.resources import GPU_QUOTA, INFERENCE_SERVICE, MODEL, ResourceType
 
 Obj = dict[str, Any]
 NAMESPACES = 20
@@ -24,7 +25,9 @@ class Workload:
     resource: ResourceType
     make: Callable[[int], Obj]  # the i-th object to create
     handled: Callable[[Obj], bool]  # the controller has written what it should
-    setup: Callable[[], list[tuple[ResourceType, Obj]]] = lambda: []  # created first
+    # created first, given the number of objects the run creates
+    setup: Callable[[int], list[tuple[ResourceType, Obj]]] = lambda n: []
+    controller: str = "model"  # the reconciler of `resource`, for its stats
 
 
 def model(i: int) -> Obj:
@@ -49,9 +52,61 @@ def has_conditions(obj: Obj) -> bool:
 
 MODELS = Workload("Models", MODEL, model, has_conditions)
 
-# Hook for issue 15's GPUQuota pipeline (1k/3k InferenceServices with a quota, and the
-# same without one): add Workloads whose `setup` creates the Models and the GPUQuota and
-# whose `make` creates InferenceServices, then list them in bench.__main__.WORKLOADS.
+SERVICE_NAMESPACE = "serving"
+SERVICE_MODELS = 10
+
+
+def inference_service(i: int) -> Obj:
+    return {
+        "apiVersion": "inference.llmkube.dev/v1alpha1",
+        "kind": "InferenceService",
+        "metadata": {"name": f"isvc-{i:06d}", "namespace": SERVICE_NAMESPACE},
+        "spec": {"modelRef": f"model-{i % SERVICE_MODELS:06d}", "runtime": "vllm", "replicas": 1},
+    }
+
+
+def _service_models(objects: int) -> list[tuple[ResourceType, Obj]]:
+    models = [model(i) for i in range(SERVICE_MODELS)]
+    for m in models:
+        m["metadata"]["namespace"] = SERVICE_NAMESPACE
+        m["spec"]["hardware"]["gpu"]["count"] = 1
+    return [(MODEL, m) for m in models]
+
+
+def _with_quota(objects: int) -> list[tuple[ResourceType, Obj]]:
+    """The Models, and a GPUQuota over the namespace that admits three services in four
+    (1 GPU each): the last quarter is created over the limit and waits."""
+    quota = {
+        "apiVersion": "inference.llmkube.dev/v1alpha1",
+        "kind": "GPUQuota",
+        "metadata": {"name": "serving", "namespace": SERVICE_NAMESPACE},
+        "spec": {"gpuCount": 1 + objects * 3 // 4, "namespaceRef": SERVICE_NAMESPACE},
+    }
+    return [*_service_models(objects), (GPU_QUOTA, quota)]
+
+
+def quota_decided(obj: Obj) -> bool:
+    """The service's status says whether a quota admits it (NoQuota without one)."""
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "QuotaAdmitted" for c in conditions)
+
+
+SERVICES = Workload(
+    "InferenceServices without a GPUQuota",
+    INFERENCE_SERVICE,
+    inference_service,
+    quota_decided,
+    _service_models,
+    "inferenceservice",
+)
+SERVICES_UNDER_QUOTA = Workload(
+    "InferenceServices under a GPUQuota",
+    INFERENCE_SERVICE,
+    inference_service,
+    quota_decided,
+    _with_quota,
+    "inferenceservice",
+)
 
 
 def deep_size(value: Any, seen: set[int] | None = None) -> int:

@@ -1,9 +1,12 @@
 """GPUQuota reconciler: accounts the GPUs of the InferenceServices the quota covers.
 
-It reports (`status.usedGPUCount`, LLMKube's field; a row per service and the
-conditions Ready / WithinLimit are llmkube-py extensions); the InferenceService
-reconciler enforces, from the same allocation, by scaling a service no further than
-its admitted replicas.
+It reports (`status.usedGPUCount`, LLMKube's field; `requestedGPUCount`,
+`allocatedGPUCount`, a row per service and the conditions Ready / WithinLimit are
+llmkube-py extensions); the InferenceService reconciler enforces, from the same
+allocation, by scaling a service no further than its admitted replicas.
+
+A quota is reconciled again when it changes, and when the admission of a service it
+covers changes (quota.admission_changes): not on every status write of its services.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from controller.resources import GPU_QUOTA, INFERENCE_SERVICE, MODEL, ResourceTy
 
 from .conditions import Condition
 from .context import Context
-from .quota import namespace_allocations, quota_key, quota_scope
+from .quota import admission_changes, namespace_allocations, quota_index, quota_key, quota_scope
 
 
 class GPUQuotaReconciler:
@@ -26,6 +29,7 @@ class GPUQuotaReconciler:
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
+        quota_index(ctx.cache)  # kept from the first event on
 
     @property
     def primary(self) -> ResourceType:
@@ -39,17 +43,13 @@ class GPUQuotaReconciler:
         ]
 
     def _quotas_over_namespace(self, event: Event) -> Iterable[Request]:
-        """Every quota whose scope is the namespace of the object that changed."""
-        ns, _ = object_key(event.obj)
-        namespaces = {ns}
+        """The quota itself (its own changes), and every quota over a namespace where the
+        event changed what a service is admitted."""
         if event.obj.get("kind") == GPU_QUOTA.kind:
-            ref = (event.obj.get("spec") or {}).get("namespaceRef")
-            if isinstance(ref, str):
-                namespaces.add(ref)
-        for quota in self.ctx.cache.list(GPU_QUOTA):
-            q_ns, q_name = object_key(quota)
-            ref = (quota.get("spec") or {}).get("namespaceRef")
-            if q_ns in namespaces or ref in namespaces:
+            yield Request(self.name, *object_key(event.obj))
+        index = quota_index(self.ctx.cache)
+        for ns in sorted({ns for ns, _ in admission_changes(self.ctx.cache, event)}):
+            for q_ns, q_name in index.quotas_over(ns):
                 yield Request(self.name, q_ns, q_name)
 
     async def reconcile(self, request: Request) -> Result:
@@ -75,6 +75,7 @@ class GPUQuotaReconciler:
         fields = {
             "usedGPUCount": used,
             "requestedGPUCount": requested,
+            "allocatedGPUCount": sum(a.allocated_gpus for a in ordered),
             "services": [
                 {
                     "namespace": scope,
@@ -83,6 +84,7 @@ class GPUQuotaReconciler:
                     "admittedReplicas": a.admitted_replicas,
                     "gpusPerReplica": a.gpus_per_replica,
                     "gpus": a.gpus,
+                    "allocatedGPUs": a.allocated_gpus,
                 }
                 for a in ordered
             ],

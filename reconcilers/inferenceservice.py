@@ -53,7 +53,7 @@ from .context import Context
 from .devices import allocation_status, device_classes, model_demand, templates
 from .gpu import DEFAULT_RESOURCE_NAMES, attachment_kind, replica_charge
 from .kueue import KueueSettings, kueue_status, label_workload, queue_name
-from .quota import namespace_allocations, quotas_for
+from .quota import admission_changes, namespace_allocations
 from .runtime_checks import runtime_problems
 from .workload import (
     MANAGED_BY,
@@ -96,9 +96,13 @@ class InferenceServiceReconciler:
 
     def watches(self) -> list[Watch]:
         return [
-            Watch(INFERENCE_SERVICE, self._itself_and_quota_peers),
+            Watch(INFERENCE_SERVICE, self._itself),
+            # Every event, status too (DRA allocation moves the charge): the services whose
+            # quota admission it changed.
+            Watch(INFERENCE_SERVICE, self._quota_peers, predicates=()),
             Watch(MODEL, self._using_model),
-            Watch(GPU_QUOTA, self._all_in_quota_scope),
+            Watch(MODEL, self._quota_peers),
+            Watch(GPU_QUOTA, self._quota_peers),
             Watch(RESOURCE_CLAIM, lambda e: self._using_claim(e, "resourceClaimName")),
             Watch(
                 RESOURCE_CLAIM_TEMPLATE, lambda e: self._using_claim(e, "resourceClaimTemplateName")
@@ -115,24 +119,13 @@ class InferenceServiceReconciler:
     def _request(self, ns: str, name: str) -> Request:
         return Request(self.name, ns, name)
 
-    def _itself_and_quota_peers(self, event: Event) -> Iterable[Request]:
-        ns, name = object_key(event.obj)
-        yield self._request(ns, name)
-        # Under a quota, one service's change moves what the others are admitted.
-        if quotas_for(self.ctx.cache, ns):
-            for other in self.ctx.cache.list(INFERENCE_SERVICE, ns):
-                if other["metadata"]["name"] != name:
-                    yield self._request(ns, other["metadata"]["name"])
+    def _itself(self, event: Event) -> Iterable[Request]:
+        yield self._request(*object_key(event.obj))
 
-    def _all_in_quota_scope(self, event: Event) -> Iterable[Request]:
-        ns, _ = object_key(event.obj)
-        ref = (event.obj.get("spec") or {}).get("namespaceRef")
-        for scope in {ns, ref} if isinstance(ref, str) else {ns}:
-            yield from self._all_in_namespace(scope)
-
-    def _all_in_namespace(self, ns: str) -> Iterable[Request]:
-        for isvc in self.ctx.cache.list(INFERENCE_SERVICE, ns):
-            yield self._request(ns, isvc["metadata"]["name"])
+    def _quota_peers(self, event: Event) -> Iterable[Request]:
+        """Under a GPUQuota, the services whose admitted replicas (or charge) moved."""
+        for ns, name in admission_changes(self.ctx.cache, event):
+            yield self._request(ns, name)
 
     def _using_model(self, event: Event) -> Iterable[Request]:
         ns, model_name = object_key(event.obj)
@@ -280,7 +273,8 @@ class InferenceServiceReconciler:
         nq = namespace_allocations(self.ctx.cache, ns)
         allocation = nq.allocations.get(name)
         admitted = allocation.admitted_replicas if allocation else service.wanted_replicas
-        per_replica = replica_charge(model, service)
+        # Under a quota, what it charges (DRA's allocation may differ from the count).
+        per_replica = allocation.gpus_per_replica if allocation else replica_charge(model, service)
         demand = model_demand(self.ctx.cache, ns, model) if model.uses_claims else None
         classes = device_classes(self.ctx.cache)
         extended_class = dra.extended_resource_class(

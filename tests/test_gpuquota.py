@@ -75,6 +75,7 @@ async def test_charges_count_per_replica(kube: KubeClient, controller: Manager) 
             "admittedReplicas": 3,
             "gpusPerReplica": 2,
             "gpus": 6,
+            "allocatedGPUs": 0,
         }
     ]
     assert condition(q, "WithinLimit")["status"] == "True"  # type: ignore[index]

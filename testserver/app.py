@@ -34,7 +34,7 @@ from .registry import Registered, Registry
 from .schema import invalid_error_details
 from .selectors import field_matcher, label_matcher
 from .simulator import ClusterSimulator
-from .storage import Obj, Storage, StorageError
+from .storage import Obj, Storage, StorageError, clone
 from .tables import to_table, wants_table
 from .watch import watch
 
@@ -346,7 +346,8 @@ class ApiServer:
             self._record_update(t, {}, obj, named, "")
         if dry_run:
             return _json(obj, status=201)
-        created = self.storage.create(t.reg.rt, t.namespace or "", obj, share=True)
+        # obj is this request's own (decoded from its body): stored without a copy.
+        created = self.storage.create(t.reg.rt, t.namespace or "", obj, share=True, owned=True)
         self._collect_if_orphan(t, created)
         return self._raw_response(created, status=201)
 
@@ -386,7 +387,7 @@ class ApiServer:
         obj["apiVersion"], obj["kind"] = t.reg.rt.api_version, t.reg.rt.kind
         # Validate the object as it will be stored: one part comes from the old object.
         if sub == "status":
-            candidate = copy.deepcopy({**old, "status": obj.get("status", {})})
+            candidate = clone({**old, "status": obj.get("status", {})})
             candidate["metadata"]["resourceVersion"] = (obj.get("metadata") or {}).get(
                 "resourceVersion"
             ) or ""
@@ -394,7 +395,7 @@ class ApiServer:
             candidate = obj
             if t.reg.has_status:
                 if "status" in old:
-                    candidate["status"] = copy.deepcopy(old["status"])
+                    candidate["status"] = clone(old["status"])
                 else:
                     candidate.pop("status", None)
         await self._admit(t, "UPDATE", candidate, old, dry_run)
@@ -413,6 +414,7 @@ class ApiServer:
             subresource=sub,
             has_status=t.reg.has_status,
             share=True,
+            owned=True,  # candidate was built for this request
         )
         self._collect_if_orphan(t, updated)
         return self._raw_response(updated)

@@ -6,10 +6,9 @@ whole): enough for clients that send complete lists, which is what this project 
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
-from .storage import StorageError
+from .storage import StorageError, clone
 
 MERGE = "application/merge-patch+json"
 STRATEGIC = "application/strategic-merge-patch+json"
@@ -18,15 +17,23 @@ APPLY = "application/apply-patch+yaml"
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386."""
+    """RFC 7386, on a copy of target (made once, at the top)."""
     if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    result = copy.deepcopy(target) if isinstance(target, dict) else {}
+        return clone(patch)
+    return _merge_into(clone(target) if isinstance(target, dict) else {}, patch)
+
+
+def _merge_into(result: Any, patch: Any) -> Any:
+    """Merge patch into result, which is the caller's own copy."""
+    if not isinstance(patch, dict):
+        return clone(patch)
+    if not isinstance(result, dict):
+        result = {}
     for key, value in patch.items():
         if value is None:
             result.pop(key, None)
         else:
-            result[key] = merge_patch(result.get(key), value)
+            result[key] = _merge_into(result.get(key), value)
     return result
 
 
@@ -40,7 +47,7 @@ def json_patch(target: Any, ops: Any) -> Any:
     """RFC 6902 add, remove, replace and test."""
     if not isinstance(ops, list):
         raise StorageError(400, "BadRequest", "JSON patch must be a list of operations")
-    doc = copy.deepcopy(target)
+    doc = clone(target)
     for op in ops:
         parts = _pointer(op.get("path", ""))
         parent: Any = doc

@@ -155,13 +155,15 @@ class Validator:
         return self.causes
 
     def _node(self, value: Any, old: Any, schema: Obj, path: str, root: bool = False) -> None:
+        if old is not _ABSENT and old == value:
+            # Ratcheting: an unchanged value keeps its errors to itself, so none are looked
+            # for (a status write does not validate the unchanged spec again).
+            return
         before = len(self.causes)
         self._keywords(value, old, schema, path, root)
         # Rules run only on values whose own shape is valid, as upstream.
         if len(self.causes) == before and schema.get("x-kubernetes-validations"):
             self._rules(value, old, schema, path)
-        if old is not _ABSENT and old == value:
-            del self.causes[before:]  # ratcheting: an unchanged value keeps its errors to itself
 
     def _keywords(self, value: Any, old: Any, schema: Obj, path: str, root: bool) -> None:
         if value is None:

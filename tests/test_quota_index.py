@@ -1,0 +1,378 @@
+"""GPUQuota in linear time: the incremental index agrees with the rule, and only the
+services whose admission moved are reconciled again."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from collections import Counter
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from api import GPUQuotaSpec
+from app.controllers import reconcilers
+from controller.cache import Cache
+from controller.events import EventRecorder
+from controller.informer import Event, Informer
+from controller.kube import KubeClient
+from controller.manager import Manager, ManagerConfig, ReconcilerFactory
+from controller.reconcile import Reconciler, Request, Result, Watch
+from controller.resources import (
+    GPU_QUOTA,
+    INFERENCE_SERVICE,
+    MODEL,
+    ResourceType,
+    object_key,
+)
+from reconcilers.quota import (
+    Allocation,
+    Demand,
+    Quotas,
+    _Scope,
+    admission_changes,
+    allocate,
+    namespace_allocations,
+    quota_index,
+    recomputed_allocations,
+)
+from testserver.process import ApiServerProcess
+
+from .conftest import eventually, reapply
+from .test_gpuquota import isvc_yaml, quota_yaml, replicas
+
+Obj = dict[str, Any]
+GROUP = "/apis/inference.llmkube.dev/v1alpha1"
+
+
+# -- the index's core against the rule, without a server -------------------------------
+
+
+def _random_demand(rng: random.Random, name: str, keys: list[str]) -> Demand:
+    covering = tuple(sorted(k for k in keys if rng.random() < 0.7))
+    return Demand(
+        name,
+        f"2026-12-03T10:00:0{rng.randrange(4)}Z",  # second resolution: many ties
+        rng.randrange(0, 5),
+        rng.choice([0, 0, 1, 2, 3]),
+        covering,
+        rng.randrange(0, 3),
+    )
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_incremental_allocation_matches_the_rule(seed: int) -> None:
+    rng = random.Random(seed)
+    keys = [f"ns/q{i}" for i in range(rng.randrange(1, 4))]
+    quotas: Quotas = {
+        k: ({}, GPUQuotaSpec(gpu_count=rng.randrange(0, 12), namespace_ref="ns")) for k in keys
+    }
+    scope = _Scope(quotas)
+    limits = {k: spec.gpu_count for k, (_, spec) in quotas.items()}
+    demands: dict[str, Demand] = {}
+    before: dict[str, Allocation] = {}
+    for _ in range(400):
+        updates: dict[str, Demand | None] = {}
+        for _ in range(rng.choice([1, 1, 1, 2, 3])):
+            name = f"svc-{rng.randrange(25)}"
+            updates[name] = None if rng.random() < 0.2 else _random_demand(rng, name, keys)
+        for name, d in updates.items():
+            if d is None:
+                demands.pop(name, None)
+            else:
+                demands[name] = d
+        changed = scope.update(updates)
+        want = allocate(limits, list(demands.values()))
+        assert scope.allocations == want
+        # What it reports as changed is exactly what the rule's answer changed.
+        assert changed == {n for n in want.keys() | before.keys() if want.get(n) != before.get(n)}
+        before = want
+
+
+# -- on the test server ------------------------------------------------------------------
+
+
+async def _informers(client: KubeClient) -> AsyncIterator[Cache]:
+    cache = Cache()
+    tasks = []
+    for rt in (MODEL, INFERENCE_SERVICE, GPU_QUOTA):
+        informer = Informer(client, rt, watch_timeout=30)
+        cache.add(informer)
+        tasks.append(asyncio.create_task(informer.run()))
+    await asyncio.gather(*(i.synced.wait() for i in cache.informers.values()))
+    yield cache
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+@pytest.fixture
+async def cache(kube: KubeClient, apiserver: ApiServerProcess) -> AsyncIterator[Cache]:
+    # status.allocation is written by hand below, as the DRA reconciler would.
+    await apiserver.control("PUT", "schema-validation", {"enforce": False})
+    async for c in _informers(kube):
+        yield c
+
+
+async def _seen(cache: Cache, rt: ResourceType, written: Obj | None, key: tuple[str, str]) -> None:
+    """Until the cache holds what was written (None: until it is gone)."""
+
+    async def probe() -> bool:
+        cached = cache.get(rt, *key)
+        if written is None:
+            return cached is None
+        rv = written["metadata"]["resourceVersion"]
+        return cached is not None and cached["metadata"]["resourceVersion"] == rv
+
+    await eventually(probe, what=f"{rt.plural} {key} in the cache")
+
+
+def _model(name: str, count: int, claims: bool) -> Obj:
+    gpu: Obj = {"enabled": True}
+    if count:
+        gpu["count"] = count
+    if claims:
+        gpu["resourceClaims"] = [{"name": "gpus", "resourceClaimTemplateName": "t"}]
+    return {
+        "apiVersion": "inference.llmkube.dev/v1alpha1",
+        "kind": "Model",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "source": "Qwen/Qwen3-8B",
+            "format": "safetensors",
+            "hardware": {"accelerator": "cuda", "gpu": gpu},
+        },
+    }
+
+
+def _service(name: str, model: str, replicas: int, team: str, gpu: int | None) -> Obj:
+    spec: Obj = {"modelRef": model, "runtime": "vllm", "replicas": replicas}
+    spec["podLabels"] = {"team": team}
+    if gpu is not None:
+        spec["resources"] = {"gpu": gpu}
+    return {
+        "apiVersion": "inference.llmkube.dev/v1alpha1",
+        "kind": "InferenceService",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": spec,
+    }
+
+
+def _quota(name: str, limit: int, selector: bool) -> Obj:
+    spec: Obj = {"gpuCount": limit}
+    if selector:
+        spec["selector"] = {"matchLabels": {"team": "a"}}
+    else:
+        spec["namespaceRef"] = "default"
+    return {
+        "apiVersion": "inference.llmkube.dev/v1alpha1",
+        "kind": "GPUQuota",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": spec,
+    }
+
+
+async def test_index_matches_recomputing_on_randomized_changes(
+    kube: KubeClient, cache: Cache
+) -> None:
+    rng = random.Random(15)
+    index = quota_index(cache)
+    reported: set[tuple[str, str]] = set()
+
+    def collect(event: Event) -> None:
+        reported.update(admission_changes(cache, event))
+
+    for informer in cache.informers.values():
+        informer.add_handler(collect)  # after the cache's own handler, as event mappers are
+
+    async def write(rt: ResourceType, obj: Obj) -> Obj:
+        key = object_key(obj)
+        if cache.get(rt, *key) is None:
+            return await kube.create(rt, obj)
+        return await kube.patch(rt, key[0], key[1], {"spec": obj["spec"]})
+
+    for i in range(4):
+        m = _model(f"m{i}", rng.choice([0, 1, 2]), claims=rng.random() < 0.5)
+        await _seen(cache, MODEL, await write(MODEL, m), ("default", f"m{i}"))
+    previous = recomputed_allocations(cache, "default").allocations
+    for step in range(70):
+        roll = rng.random()
+        if roll < 0.35:  # create or change a service (replicas, model, labels, resources.gpu)
+            name = f"s{rng.randrange(12)}"
+            gpu = rng.choice([None, 1, 2])
+            obj = _service(name, f"m{rng.randrange(5)}", rng.randrange(4), rng.choice("ab"), gpu)
+            await _seen(
+                cache, INFERENCE_SERVICE, await write(INFERENCE_SERVICE, obj), ("default", name)
+            )
+        elif roll < 0.5:  # DRA allocated (or released) a service's devices
+            services = cache.list(INFERENCE_SERVICE, "default")
+            if not services:
+                continue
+            name = rng.choice(services)["metadata"]["name"]
+            pods = rng.randrange(3)
+            allocation = {"allocatedPods": pods, "allocatedDevices": pods * rng.randrange(1, 4)}
+            written = await kube.patch(
+                INFERENCE_SERVICE,
+                "default",
+                name,
+                {"status": {"allocation": allocation}},
+                subresource="status",
+            )
+            await _seen(cache, INFERENCE_SERVICE, written, ("default", name))
+        elif roll < 0.6:
+            name = rng.choice(
+                [s["metadata"]["name"] for s in cache.list(INFERENCE_SERVICE, "default")] or ["s0"]
+            )
+            await kube.delete(INFERENCE_SERVICE, "default", name)
+            await _seen(cache, INFERENCE_SERVICE, None, ("default", name))
+        elif roll < 0.72:  # a Model's count or claims change
+            i = rng.randrange(4)
+            m = _model(f"m{i}", rng.choice([0, 1, 2, 3]), claims=rng.random() < 0.5)
+            await _seen(cache, MODEL, await write(MODEL, m), ("default", f"m{i}"))
+        elif roll < 0.92:  # a quota appears or its limit changes
+            name = rng.choice(["wide", "team-a"])
+            q = _quota(name, rng.randrange(0, 10), selector=name == "team-a")
+            await _seen(cache, GPU_QUOTA, await write(GPU_QUOTA, q), ("default", name))
+        else:
+            name = rng.choice(["wide", "team-a"])
+            if cache.get(GPU_QUOTA, "default", name) is not None:
+                await kube.delete(GPU_QUOTA, "default", name)
+                await _seen(cache, GPU_QUOTA, None, ("default", name))
+        want = recomputed_allocations(cache, "default")
+        got = namespace_allocations(cache, "default")
+        assert got.allocations == want.allocations, f"step {step}"
+        assert got.limits == want.limits, f"step {step}"
+        moved = {
+            ("default", n)
+            for n in want.allocations.keys() | previous.keys()
+            if want.allocations.get(n) != previous.get(n)
+        }
+        assert moved <= reported, f"step {step}: {moved - reported} changed unreported"
+        previous, reported = dict(want.allocations), set()
+    assert index.scopes or not cache.list(GPU_QUOTA)
+
+
+async def test_charges_what_dra_allocated(kube: KubeClient, cache: Cache) -> None:
+    """Contract 3: allocatedPods > 0 charges ceil(allocatedDevices / allocatedPods) a
+    replica; otherwise the guide's rule (claims without count: resources.gpu or nothing)."""
+    await kube.create(MODEL, _model("claims", 0, claims=True))
+    await kube.create(MODEL, _model("counted", 2, claims=False))
+    await kube.create(GPU_QUOTA, _quota("wide", 20, selector=False))
+    await kube.create(INFERENCE_SERVICE, _service("free", "claims", 2, "a", None))
+    await kube.create(INFERENCE_SERVICE, _service("sized", "claims", 2, "a", 1))
+    written = await kube.create(INFERENCE_SERVICE, _service("plugin", "counted", 1, "a", None))
+    await _seen(cache, INFERENCE_SERVICE, written, ("default", "plugin"))
+    await eventually(
+        lambda: _ready(len(namespace_allocations(cache, "default").allocations) == 3),
+        what="three services accounted",
+    )
+
+    def charge(name: str) -> tuple[int, int]:
+        a = namespace_allocations(cache, "default").allocations[name]
+        return a.gpus_per_replica, a.allocated_gpus
+
+    assert charge("free") == (0, 0)  # the guide: claims, no count, no resources.gpu
+    assert charge("sized") == (1, 0)
+    assert charge("plugin") == (2, 0)
+
+    async def allocated(name: str, devices: int, pods: int) -> None:
+        status = {"allocation": {"allocatedDevices": devices, "allocatedPods": pods}}
+        written = await kube.patch(
+            INFERENCE_SERVICE, "default", name, {"status": status}, subresource="status"
+        )
+        await _seen(cache, INFERENCE_SERVICE, written, ("default", name))
+
+    await allocated("free", 3, 2)  # two pods hold three devices: 2 a replica
+    assert charge("free") == (2, 3)
+    await allocated("sized", 4, 1)
+    assert charge("sized") == (4, 4)
+    await allocated("sized", 0, 0)  # nothing allocated yet: back to resources.gpu
+    assert charge("sized") == (1, 0)
+    await allocated("plugin", 8, 1)  # no claims: a device-plugin charge ignores it
+    assert charge("plugin") == (2, 0)
+
+
+async def _ready(value: bool) -> bool | None:
+    return value or None
+
+
+# -- re-queues, through the manager --------------------------------------------------------
+
+
+class Counting:
+    """A reconciler that counts what it is asked to reconcile, then does it."""
+
+    def __init__(self, inner: Reconciler) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.seen: Counter[str] = Counter()
+
+    @property
+    def primary(self) -> ResourceType:
+        return self.inner.primary
+
+    def watches(self) -> list[Watch]:
+        return self.inner.watches()
+
+    async def reconcile(self, request: Request) -> Result:
+        self.seen[request.name] += 1
+        return await self.inner.reconcile(request)
+
+
+@pytest.fixture
+async def counted(kube: KubeClient) -> AsyncIterator[tuple[Manager, dict[str, Counting]]]:
+    wrapped: dict[str, Counting] = {}
+
+    def counting(factory: ReconcilerFactory) -> ReconcilerFactory:
+        def build(client: KubeClient, cache: Cache, recorder: EventRecorder) -> Reconciler:
+            r = Counting(factory(client, cache, recorder))
+            wrapped[r.name] = r
+            return r
+
+        return build
+
+    config = ManagerConfig(http_port=None, workers=2, watch_timeout=30)
+    manager = Manager(kube, config, reconcilers=[counting(f) for f in reconcilers()])
+    await manager.start()
+    await manager.wait_synced()
+    yield manager, wrapped
+    await manager.stop()
+
+
+async def test_only_services_whose_admission_moved_are_requeued(
+    kube: KubeClient, counted: tuple[Manager, dict[str, Counting]]
+) -> None:
+    manager, wrapped = counted
+    services, quotas = wrapped["inferenceservice"], wrapped["gpuquota"]
+    await reapply(kube, _yaml(_model("m", 1, claims=False)))
+    await reapply(kube, quota_yaml(4))
+    for name in ("a", "b", "c"):  # created in this order: a, b are admitted 2, c none
+        await reapply(kube, isvc_yaml(name, "m", replicas=2))
+        await manager.wait_idle()
+    await replicas(kube, "b", 2)
+    await replicas(kube, "c", 0)
+    await manager.wait_idle()
+
+    # A change that moves no charge: the service itself only, and no quota.
+    services.seen.clear()
+    quotas.seen.clear()
+    await kube.patch(INFERENCE_SERVICE, "default", "a", {"metadata": {"annotations": {"x": "1"}}})
+    await manager.wait_idle()
+    assert set(services.seen) == {"a"}
+    assert not quotas.seen
+
+    # a gives up a replica: c gets it; b, admitted as before, is left alone.
+    services.seen.clear()
+    await kube.patch(INFERENCE_SERVICE, "default", "a", {"spec": {"replicas": 1}})
+    await replicas(kube, "c", 1)
+    await manager.wait_idle()
+    assert "c" in services.seen and "a" in services.seen
+    assert "b" not in services.seen
+    assert set(quotas.seen) == {"team"}
+    await replicas(kube, "a", 1)
+
+
+def _yaml(obj: Obj) -> str:
+    return json.dumps(obj)  # JSON is YAML
