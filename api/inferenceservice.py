@@ -383,6 +383,13 @@ STATUS = Object(
                 "expectedDevices": Int(description="Devices the current pods should hold."),
                 "allocatedDevices": Int(description="Devices allocated to the pods' claims."),
                 "allocatedPods": Int(description="Pods whose claims are all allocated."),
+                "requestedPerPod": Int(
+                    description="Devices one pod's claims ask for (absent when unknown)."
+                ),
+                "devicesPerPod": Int(
+                    description="Devices one allocated pod holds, kept while no pod is "
+                    "allocated and the claims ask for the same; what a GPUQuota charges."
+                ),
                 "summary": Str(description="allocatedDevices/expectedDevices"),
                 "pods": Array(
                     items=Object(

@@ -8,6 +8,9 @@ to a service's pods, in the `status.allocation` shape other components read:
     allocatedDevices  devices DRA allocated to the pods' claims (sum over pods)
     allocatedPods     pods whose claims are all allocated
     summary           "allocated/expected", for the printer column
+    requestedPerPod   devices one pod's claims ask for (absent when unknown)
+    devicesPerPod     devices one allocated pod holds; kept while no pod is allocated
+                      and the claims ask for the same (what a GPUQuota charges)
     pods              [{name, devices: [{claim, request, driver, pool, device}]}]
 """
 
@@ -68,11 +71,17 @@ def resource_slices(cache: Cache) -> list[Obj]:
     return cache.list(RESOURCE_SLICE)
 
 
-def allocation_status(cache: Cache, pods: Iterable[Obj], per_pod: int | None) -> Obj:
+def allocation_status(
+    cache: Cache, pods: Iterable[Obj], per_pod: int | None, previous: Obj | None = None
+) -> Obj:
     """status.allocation for a service's pods (see the module docstring).
 
     per_pod: devices one pod's claims ask for; None when unknown (allocationMode All),
     then a pod is expected to hold what DRA gave it, once allocated.
+    previous: the status.allocation written before, whose devicesPerPod is kept while
+    no pod holds devices and the claims ask for the same; a GPUQuota that scaled the
+    service to zero for what its pods held would otherwise charge the guide's count
+    again, admit it, and scale it down once more, forever.
     """
     rows = []
     expected = allocated = allocated_pods = 0
@@ -100,10 +109,28 @@ def allocation_status(cache: Cache, pods: Iterable[Obj], per_pod: int | None) ->
         allocated_pods += complete
         expected += per_pod if per_pod is not None else (len(devices) if complete else 0)
         rows.append({"name": pod["metadata"]["name"], "devices": devices})
-    return {
+    status: Obj = {
         "expectedDevices": expected,
         "allocatedDevices": allocated,
         "allocatedPods": allocated_pods,
         "summary": f"{allocated}/{expected}",
         "pods": rows,
     }
+    if per_pod is not None:
+        status["requestedPerPod"] = per_pod
+    observed = _observed_per_pod(allocated, allocated_pods, per_pod, previous)
+    if observed:
+        status["devicesPerPod"] = observed
+    return status
+
+
+def _observed_per_pod(
+    allocated: int, allocated_pods: int, per_pod: int | None, previous: Obj | None
+) -> int:
+    """Devices one allocated pod holds (rounded up); else the last seen, same claims."""
+    if allocated_pods:
+        return -(-allocated // allocated_pods)
+    if not isinstance(previous, dict) or previous.get("requestedPerPod") != per_pod:
+        return 0
+    kept = previous.get("devicesPerPod")
+    return kept if isinstance(kept, int) and not isinstance(kept, bool) and kept > 0 else 0

@@ -382,7 +382,10 @@ class InferenceServiceReconciler:
             return Result(requeue_after=NOT_OWNED_RECHECK)
         if demand is not None:
             extra["allocation"] = allocation_status(
-                self.ctx.cache, self._service_pods(isvc), demand.total
+                self.ctx.cache,
+                self._service_pods(isvc),
+                demand.total,
+                (isvc.get("status") or {}).get("allocation"),
             )
         wanted = admitted if service.multi_node is None else admitted and 1
         if wanted == 0:

@@ -7,8 +7,9 @@ never scaled down to make room for a newer one; a service under several quotas g
 what fits under all of them. A service whose replicas cost nothing is admitted in full.
 
 One replica is charged the guide's GPU count (`replica_charge`), except a claims
-service whose devices DRA has allocated (`status.allocation.allocatedPods > 0`): it is
-charged what its pods really hold, ceil(allocatedDevices / allocatedPods).
+service whose devices DRA has allocated: it is charged what its pods really hold,
+`status.allocation.devicesPerPod` (ceil(allocatedDevices / allocatedPods), kept by the
+InferenceService while its pods are gone so that the charge does not flip back).
 
 `allocate` is the rule, over a whole namespace at once. `QuotaIndex` keeps the same
 result up to date from the cache's events in linear time: each spec is parsed once
@@ -108,11 +109,19 @@ def allocated_devices(isvc: Obj) -> tuple[int, int]:
 
 def charge_per_replica(isvc: Obj, model: ModelSpec, service: InferenceServiceSpec) -> int:
     """What one replica costs: the devices DRA allocated per pod for a claims service
-    whose pods hold devices, otherwise the guide's rule (gpu.replica_charge)."""
+    whose pods hold (or last held) devices, otherwise the guide's rule."""
     if model.uses_claims:
         devices, pods = allocated_devices(isvc)
         if pods > 0:
             return -(-devices // pods)
+        allocation = (isvc.get("status") or {}).get("allocation")
+        kept = (
+            _non_negative_int(allocation.get("devicesPerPod"))
+            if isinstance(allocation, dict)
+            else 0
+        )
+        if kept:
+            return kept
     return replica_charge(model, service)
 
 

@@ -3,6 +3,8 @@ status.allocation shows what DRA allocated, on a simulated DRA-only cluster."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from app.manifests import EXAMPLES, apply_text
@@ -10,6 +12,7 @@ from controller.kube import KubeClient
 from controller.manager import Manager
 from controller.resources import (
     DEPLOYMENT,
+    GPU_QUOTA,
     INFERENCE_SERVICE,
     MODEL,
     POD,
@@ -18,9 +21,10 @@ from controller.resources import (
 )
 from testserver.process import ApiServerProcess
 
-from .conftest import condition, isvc_yaml, model_yaml, reapply, wait_condition
+from .conftest import condition, eventually, isvc_yaml, model_yaml, reapply, wait_condition
 from .dra_cluster import allocation, args_of, deployment, dra_cluster, without_count
 
+Obj = dict[str, Any]
 Cluster = tuple[KubeClient, Manager, ApiServerProcess]
 
 
@@ -224,3 +228,57 @@ async def test_parallelism_above_the_claimed_devices_is_refused(cluster: Cluster
     # Within the claimed devices it is served.
     await reapply(kube, isvc_yaml("svc", "m", extra="  vllmConfig: {tensorParallelSize: 2}"))
     await wait_condition(kube, INFERENCE_SERVICE, "svc", "RuntimeConfigured", "True", "ArgvValid")
+
+
+async def test_a_quota_that_scales_a_service_down_for_its_devices_keeps_it_down(
+    cluster: Cluster,
+) -> None:
+    """count 1, but the template gives each pod 2 GPUs, under a GPUQuota of 1.
+
+    Admitted at the count's charge, the pod is allocated 2 devices; then the quota
+    charges 2 and admits nothing. With the pod gone, the service remembers what a pod
+    held (status.allocation.devicesPerPod), so the charge does not fall back to the
+    count and the service is not admitted, started and scaled down again in a loop.
+    """
+    kube, _, _ = cluster
+    await apply_text(kube, without_count("multi-gpu.yaml"))  # the two-gpus template
+    gpu = """\
+      enabled: true
+      count: 1
+      resourceClaims:
+        - {name: gpus, resourceClaimTemplateName: two-gpus}"""
+    await reapply(kube, model_yaml("m", gpu))
+    await reapply(
+        kube,
+        """
+apiVersion: inference.llmkube.dev/v1alpha1
+kind: GPUQuota
+metadata: {name: one}
+spec: {gpuCount: 1, namespaceRef: default}
+""",
+    )
+    await reapply(kube, isvc_yaml("svc", "m"))
+
+    async def scaled_down_remembering() -> Obj | None:
+        isvc = await kube.get(INFERENCE_SERVICE, "default", "svc")
+        status = (isvc or {}).get("status") or {}
+        alloc = status.get("allocation") or {}
+        settled = (
+            alloc.get("pods") == []
+            and alloc.get("devicesPerPod") == 2
+            and status.get("admittedReplicas") == 0
+        )
+        return status if settled else None
+
+    status = await eventually(scaled_down_remembering, 20, what="svc held at 0 replicas")
+    quota_admitted = next(c for c in status["conditions"] if c["type"] == "QuotaAdmitted")
+    assert quota_admitted["status"] == "False" and "2 GPU(s) each" in quota_admitted["message"]
+
+    async def quota_row() -> Obj | None:
+        quota = await kube.get(GPU_QUOTA, "default", "one")
+        rows = ((quota or {}).get("status") or {}).get("services") or []
+        row: Obj | None = next((r for r in rows if r["name"] == "svc"), None)
+        return row if row and row["gpusPerReplica"] == 2 else None
+
+    row = await eventually(quota_row, what="quota charges 2 a replica")
+    assert row["admittedReplicas"] == 0 and row["requestedReplicas"] == 1

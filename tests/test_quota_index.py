@@ -290,6 +290,13 @@ async def test_charges_what_dra_allocated(kube: KubeClient, cache: Cache) -> Non
     assert charge("sized") == (4, 4)
     await allocated("sized", 0, 0)  # nothing allocated yet: back to resources.gpu
     assert charge("sized") == (1, 0)
+    # Pods gone, but the service remembers what one held: that is charged, not the count.
+    kept = {"allocation": {"allocatedDevices": 0, "allocatedPods": 0, "devicesPerPod": 4}}
+    written = await kube.patch(
+        INFERENCE_SERVICE, "default", "sized", {"status": kept}, subresource="status"
+    )
+    await _seen(cache, INFERENCE_SERVICE, written, ("default", "sized"))
+    assert charge("sized") == (4, 0)
     await allocated("plugin", 8, 1)  # no claims: a device-plugin charge ignores it
     assert charge("plugin") == (2, 0)
 
