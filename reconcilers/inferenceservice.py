@@ -73,6 +73,21 @@ QUOTA_ADMITTED = c.QUOTA_ADMITTED
 WORKLOAD_READY = c.WORKLOAD_READY
 READY = c.READY
 OWNED_SELECTOR = f"{MANAGED_BY}={MANAGER}"
+# Status keys of a running workload, kept while a reconcile is blocked (it leaves the
+# workload as it is).
+WORKLOAD_STATUS_KEYS = (
+    "replicas",
+    "readyReplicas",
+    "admittedReplicas",
+    "desiredReplicas",
+    "allocation",
+    "gpusPerReplica",
+    "gpuAttachment",
+    "endpoint",
+    "model",
+    "runtime",
+    "mode",
+)
 NOT_OWNED_RECHECK = 60.0
 # The devices per pod a Deployment's runtime was sized for from the claims (count absent).
 CLAIMED_ANNOTATION = "inference.llmkube.dev/claimed-devices"
@@ -232,12 +247,25 @@ class InferenceServiceReconciler:
         )
         return owned or bool(self._owned_pods(isvc))
 
+    def _kept_status(self, isvc: Obj) -> Obj:
+        """What status says of a workload that a blocked reconcile leaves running.
+
+        The status writer drops the keys it is not given; without these a GPUQuota
+        would stop charging the running pods' devices and `kubectl scale` would lose
+        its selector.
+        """
+        kept: Obj = {"selector": selector(isvc)}
+        if self._has_workload(isvc):
+            status = isvc.get("status") or {}
+            kept.update({k: status[k] for k in WORKLOAD_STATUS_KEYS if k in status})
+        return kept
+
     async def _blocked(self, isvc: Obj, reason: str, message: str, phase: str = "Pending") -> None:
         """The Model side is not ready: say so, and leave any running workload alone."""
         await self.ctx.status.write(
             INFERENCE_SERVICE,
             isvc,
-            {"phase": phase, "modelReady": False},
+            {**self._kept_status(isvc), "phase": phase, "modelReady": False},
             [
                 Condition(MODEL_RESOLVED, False, reason, message),
                 Condition(READY, False, reason, message),
@@ -302,7 +330,7 @@ class InferenceServiceReconciler:
             await self.ctx.status.write(
                 INFERENCE_SERVICE,
                 isvc,
-                {"phase": "Failed"},
+                {**self._kept_status(isvc), "phase": "Failed"},
                 [
                     resolved,
                     Condition(c.RUNTIME_CONFIGURED, False, reason, message),
@@ -378,7 +406,9 @@ class InferenceServiceReconciler:
                 Condition(WORKLOAD_READY, False, c.WORKLOAD_CONFLICT, str(e)),
                 Condition(READY, False, c.WORKLOAD_CONFLICT, str(e)),
             ]
-            await self._write(isvc, service, model, admitted, (0, 0), conditions, "Failed", extra)
+            await self._write(
+                isvc, service, model, admitted, per_replica, (0, 0), conditions, "Failed", extra
+            )
             return Result(requeue_after=NOT_OWNED_RECHECK)
         if demand is not None:
             extra["allocation"] = allocation_status(
@@ -416,7 +446,7 @@ class InferenceServiceReconciler:
             gpu = per_replica or demand is not None  # claims without count hold GPUs too
             phase = "WaitingForGPU" if pending and gpu else "Progressing"
         await self._write(
-            isvc, service, model, admitted, (ready, running), conditions, phase, extra
+            isvc, service, model, admitted, per_replica, (ready, running), conditions, phase, extra
         )
         return Result()
 
@@ -474,13 +504,17 @@ class InferenceServiceReconciler:
         ]
 
     def _service_pods(self, isvc: Obj) -> list[Obj]:
-        """The pods of this service (our label), the Deployment's included."""
+        """The live pods of this service (our label), the Deployment's included.
+
+        Finished (Succeeded/Failed, e.g. evicted) and terminating pods hold no devices
+        the service can use: they are not counted in status.allocation.
+        """
         ns, name = object_key(isvc)
-        return [
+        return live_pods(
             p
             for p in self.ctx.cache.list(POD, ns)
             if (p["metadata"].get("labels") or {}).get(SERVICE_LABEL) == name
-        ]
+        )
 
     def _unschedulable(self, isvc: Obj) -> str:
         """The scheduler's word on a pending pod, e.g. Insufficient nvidia.com/gpu."""
@@ -499,11 +533,14 @@ class InferenceServiceReconciler:
         service: InferenceServiceSpec,
         model: ModelSpec,
         admitted: int,
+        per_replica: int,
         pods: tuple[int, int],
         conditions: list[Condition],
         phase: str,
         extra: Obj | None = None,
     ) -> None:
+        """per_replica: what one replica is charged (the GPUQuota's charge when one
+        accounts for the service, which follows DRA's allocation; else the guide's)."""
         ns, name = object_key(isvc)
         ready, running = pods
         fields = {
@@ -517,7 +554,7 @@ class InferenceServiceReconciler:
             "selector": selector(isvc),
             "admittedReplicas": admitted,
             "readyReplicas": ready,
-            "gpusPerReplica": replica_charge(model, service),
+            "gpusPerReplica": per_replica,
             "gpuAttachment": attachment_kind(model, service),
             "endpoint": (
                 f"http://{name}.{ns}.svc.cluster.local:{service.endpoint.port}"
@@ -526,6 +563,16 @@ class InferenceServiceReconciler:
             **(extra or {}),
         }
         await self.ctx.status.write(INFERENCE_SERVICE, isvc, fields, conditions)
+
+
+def live_pods(pods: Iterable[Obj]) -> list[Obj]:
+    """Pods that are neither finished (Succeeded/Failed, e.g. evicted) nor terminating."""
+    return [
+        p
+        for p in pods
+        if not p["metadata"].get("deletionTimestamp")
+        and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+    ]
 
 
 def _claims_condition(model_ref: str, missing: list[str]) -> Condition:

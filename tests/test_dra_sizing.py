@@ -19,6 +19,7 @@ from controller.resources import (
     RESOURCE_CLAIM,
     RESOURCE_CLAIM_TEMPLATE,
 )
+from reconcilers.inferenceservice import live_pods
 from testserver.process import ApiServerProcess
 
 from .conftest import condition, eventually, isvc_yaml, model_yaml, reapply, wait_condition
@@ -282,3 +283,66 @@ spec: {gpuCount: 1, namespaceRef: default}
 
     row = await eventually(quota_row, what="quota charges 2 a replica")
     assert row["admittedReplicas"] == 0 and row["requestedReplicas"] == 1
+    # The service says the same charge as the quota, not the count's 1.
+    isvc = await kube.get(INFERENCE_SERVICE, "default", "svc")
+    assert isvc is not None and isvc["status"]["gpusPerReplica"] == 2
+
+
+async def test_a_refused_change_keeps_the_running_workload_charged(cluster: Cluster) -> None:
+    """A service refused after it started (TP 4 on 2 claimed devices) keeps running, and
+    its status keeps what the running pods hold: the GPUQuota still charges it, so a
+    second service does not get the same GPUs, and `kubectl scale` keeps its selector."""
+    kube, _, _ = cluster
+    await apply_text(kube, without_count("multi-gpu.yaml"))
+    gpu = """\
+      enabled: true
+      resourceClaims:
+        - {name: gpus, resourceClaimTemplateName: two-gpus}"""
+    await reapply(kube, model_yaml("m", gpu))
+    await reapply(
+        kube,
+        """
+apiVersion: inference.llmkube.dev/v1alpha1
+kind: GPUQuota
+metadata: {name: q}
+spec: {gpuCount: 4, namespaceRef: default}
+""",
+    )
+    await reapply(kube, isvc_yaml("a", "m"))
+    await allocation(kube, "a", "2/2")
+    await reapply(kube, isvc_yaml("a", "m", extra="  vllmConfig: {tensorParallelSize: 4}"))
+    isvc = await wait_condition(
+        kube, INFERENCE_SERVICE, "a", "RuntimeConfigured", "False", "ParallelismExceedsGPUs"
+    )
+    status = isvc["status"]
+    assert status["allocation"]["summary"] == "2/2" and status["allocation"]["devicesPerPod"] == 2
+    assert status["selector"] and status["replicas"] == 1
+    dep = await kube.get(DEPLOYMENT, "default", "a")
+    assert dep is not None and dep["spec"]["replicas"] == 1  # left running
+
+    async def charged() -> Obj | None:
+        quota = await kube.get(GPU_QUOTA, "default", "q")
+        rows = ((quota or {}).get("status") or {}).get("services") or []
+        row: Obj | None = next((r for r in rows if r["name"] == "a"), None)
+        return row if row and row["gpus"] == 2 and row["allocatedGPUs"] == 2 else None
+
+    await eventually(charged, what="the refused service still charged 2 GPUs")
+
+
+def test_finished_and_terminating_pods_are_not_counted() -> None:
+    """An evicted (Failed) or terminating pod holds no devices the service can use."""
+
+    def pod(name: str, phase: str, deleting: bool = False) -> Obj:
+        meta: Obj = {"name": name}
+        if deleting:
+            meta["deletionTimestamp"] = "2026-12-03T00:00:00Z"
+        return {"metadata": meta, "status": {"phase": phase}}
+
+    pods = [
+        pod("running", "Running"),
+        pod("pending", "Pending"),
+        pod("evicted", "Failed"),
+        pod("done", "Succeeded"),
+        pod("going", "Running", deleting=True),
+    ]
+    assert [p["metadata"]["name"] for p in live_pods(pods)] == ["running", "pending"]
