@@ -98,14 +98,23 @@ def _claim_rows(model: Obj | None, pods: list[Obj], claims: dict[str, Obj]) -> l
     return rows
 
 
-def _quota_row(quotas: list[Obj], name: str) -> list[list[str]]:
+def _quota_row(quotas: list[Obj], namespace: str, name: str) -> list[list[str]]:
+    """The quotas (from any namespace: namespaceRef reaches across) with a row for it."""
     rows: list[list[str]] = []
     for quota in quotas:
         st = _status(quota)
         spec = quota.get("spec") or {}
         limit = spec.get("gpuCount", "-")
         used = st.get("usedGPUCount", st.get("used", "-"))
-        mine = next((s for s in st.get("services") or [] if s.get("name") == name), None)
+        scope = spec.get("namespaceRef") or quota["metadata"].get("namespace")
+        mine = next(
+            (
+                s
+                for s in st.get("services") or []
+                if s.get("name") == name and s.get("namespace", scope) == namespace
+            ),
+            None,
+        )
         if mine is None:
             continue
         rows.append(
@@ -130,7 +139,12 @@ async def render_status(client: KubeClient, namespace: str, name: str) -> str | 
     pods, _ = await client.list(POD, namespace, label_selector=f"{SERVICE_LABEL}={name}")
     claim_list, _ = await client.list(RESOURCE_CLAIM, namespace)
     claims = {c["metadata"]["name"]: c for c in claim_list}
-    quotas, _ = await client.list(GPU_QUOTA, namespace)
+    try:  # a GPUQuota in another namespace may cover it through namespaceRef
+        quotas, _ = await client.list(GPU_QUOTA)
+    except ApiError as e:
+        if e.status != 403:
+            raise
+        quotas, _ = await client.list(GPU_QUOTA, namespace)  # allowed here only
     ready = f"{st.get('readyReplicas', 0)}/{spec.get('replicas', 1)}"
     lines = [
         f"InferenceService {namespace}/{name}",
@@ -174,17 +188,27 @@ async def render_status(client: KubeClient, namespace: str, name: str) -> str | 
         lines.append(_table([header, *([f"  {r[0]}", *r[1:]] for r in claim_rows)]))
     else:
         lines.append("  none (device-plugin GPUs or CPU)")
-    quota_rows = _quota_row(quotas, name)
+    quota_rows = _quota_row(quotas, namespace, name)
     lines += ["", "Quota:"]
     if quota_rows:
         header = ["  GPUQUOTA", "USED/LIMIT", "THIS SERVICE'S GPUS", "ADMITTED/REQUESTED"]
         lines.append(_table([header, *([f"  {r[0]}", *r[1:]] for r in quota_rows)]))
     else:
-        lines.append("  no GPUQuota in this namespace accounts for it")
+        lines.append("  no GPUQuota accounts for it")
     return "\n".join(lines)
 
 
 # -- deploy ----------------------------------------------------------------------------
+
+
+def model_format(args: argparse.Namespace) -> str:
+    """--format, else what the source and runtime imply: llama.cpp loads GGUF only, and
+    vLLM/SGLang/TGI are given a hub repo's safetensors unless the source is a .gguf file."""
+    if args.format:
+        return str(args.format)
+    if args.runtime == "llamacpp" or str(args.source).lower().endswith(".gguf"):
+        return "gguf"
+    return "safetensors"
 
 
 def build_manifests(args: argparse.Namespace) -> list[Obj]:
@@ -207,7 +231,7 @@ def build_manifests(args: argparse.Namespace) -> list[Obj]:
         "apiVersion": API_VERSION,
         "kind": MODEL.kind,
         "metadata": meta,
-        "spec": {"source": args.source, "format": args.format, "hardware": hardware},
+        "spec": {"source": args.source, "format": model_format(args), "hardware": hardware},
     }
     service: Obj = {
         "apiVersion": API_VERSION,
@@ -273,7 +297,11 @@ def parser() -> argparse.ArgumentParser:
     deploy.add_argument(
         "--runtime", choices=RUNTIMES, default="llamacpp", help="(default llamacpp)"
     )
-    deploy.add_argument("--format", choices=FORMATS, default="gguf", help="(default gguf)")
+    deploy.add_argument(
+        "--format",
+        choices=FORMATS,
+        help="(default gguf for a .gguf source or the llamacpp runtime, else safetensors)",
+    )
     deploy.add_argument(
         "--accelerator",
         choices=ACCELERATORS,

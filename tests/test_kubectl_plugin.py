@@ -89,15 +89,14 @@ kind: GPUQuota
 metadata: {name: team-gpus}
 spec: {gpuCount: 4, namespaceRef: team-a}
 """,
-        "team-a",
+        "platform",  # a quota elsewhere, covering team-a through namespaceRef
     )
     code, out = await kubectl(
         env,
         "llmkube",
         "deploy",
         "chat",
-        "--source=Qwen/Qwen3-32B",
-        "--format=safetensors",
+        "--source=Qwen/Qwen3-32B",  # no --format: a hub repo on vLLM is safetensors
         "--runtime=vllm",
         "--gpus=2",
         "--claim-template=two-gpus",
@@ -105,7 +104,7 @@ spec: {gpuCount: 4, namespaceRef: team-a}
     assert code == 0, out
     assert "model/chat applied" in out and "inferenceservice/chat applied" in out
     model = await client.get(MODEL, "team-a", "chat")
-    assert model is not None
+    assert model is not None and model["spec"]["format"] == "safetensors"
     assert model["spec"]["hardware"]["gpu"] == {
         "enabled": True,
         "count": 2,
