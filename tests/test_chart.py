@@ -20,6 +20,7 @@ import pytest
 import yaml
 from helm_python.chart import Chart, lint
 
+from app.cli import concurrency
 from app.manifests import load
 from controller.permissions import CLUSTER_RULES, LEADER_ELECTION_RULES, Rule
 from metrics import ControllerMetrics
@@ -255,6 +256,18 @@ def test_values_reach_the_deployment() -> None:
     }
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     assert pod["securityContext"]["runAsNonRoot"] is True
+
+
+def test_max_concurrent_reconciles_value_reaches_the_flag() -> None:
+    def flag(values: Obj | None) -> list[str]:
+        container = find(render(values), "Deployment")["spec"]["template"]["spec"]["containers"][0]
+        return [a for a in container["args"] if a.startswith("--max-concurrent-reconciles=")]
+
+    assert flag(None) == ["--max-concurrent-reconciles=gpuquota=2"]  # the chart's default
+    (arg,) = flag({"maxConcurrentReconciles": {"model": 32, "inferenceservice": 8}})
+    # The controller's own parser reads what the chart renders (gpuquota=2 is merged in).
+    assert concurrency(arg.partition("=")[2]) == {"gpuquota": 2, "inferenceservice": 8, "model": 32}
+    assert flag({"maxConcurrentReconciles": None}) == []
 
 
 def rules_of(role: Obj) -> set[tuple[str, str, str]]:
