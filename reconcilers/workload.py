@@ -21,6 +21,8 @@ MANAGER = "llmkube"
 SERVICE_LABEL = "inference.llmkube.dev/inferenceservice"
 MODEL_LABEL = "inference.llmkube.dev/model"
 MEMBER_LABEL = "inference.llmkube.dev/member"
+# A Deployment's rolling update as kube-apiserver defaults it.
+ROLLING_UPDATE = {"maxSurge": "25%", "maxUnavailable": "25%"}
 CONTAINER = "inference"
 
 
@@ -168,7 +170,12 @@ def build_deployment(
     if service.pod.pod_annotations:
         template_meta["annotations"] = dict(service.pod.pod_annotations)
     # GPU pods hold devices: a surge pod would wait for GPUs the old pod still holds.
-    strategy = {"type": "Recreate"} if uses_gpu(model, service) else {"type": "RollingUpdate"}
+    strategy: Obj = {"type": "Recreate"}
+    if not uses_gpu(model, service):
+        # kube-apiserver's defaults, applied so that they are ours: a defaulted
+        # rollingUpdate belongs to no manager, and a later switch to Recreate would be
+        # refused with it still there (kubernetes/kubernetes#24198).
+        strategy = {"type": "RollingUpdate", "rollingUpdate": dict(ROLLING_UPDATE)}
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",

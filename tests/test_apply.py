@@ -145,3 +145,22 @@ async def test_no_write_when_the_desired_state_holds(
     }
     assert not any(writes.values()), writes
     assert (await deployment(kube))["metadata"]["resourceVersion"] == rv
+
+
+async def test_a_cpu_model_turned_gpu_switches_the_deployment_to_recreate(
+    kube: KubeClient, controller: Manager
+) -> None:
+    """RollingUpdate (CPU) to Recreate (GPU): the apiserver defaults rollingUpdate and
+    refuses it next to Recreate, so we apply it ourselves to own it and drop it."""
+    await apply_text(kube, model_yaml("m", "      enabled: false"))
+    await apply_text(kube, isvc_yaml("chat", "m"))
+    live = await deployment(kube)
+    assert live["spec"]["strategy"]["type"] == "RollingUpdate"
+    await reapply(kube, model_yaml("m", "      enabled: true\n      count: 1"))
+
+    async def recreate() -> dict[str, Any] | None:
+        dep = await kube.get(DEPLOYMENT, "default", "chat")
+        strategy = ((dep or {}).get("spec") or {}).get("strategy") or {}
+        return dep if strategy == {"type": "Recreate"} else None
+
+    await eventually(recreate, what="the Deployment switched to Recreate")

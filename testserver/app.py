@@ -24,6 +24,7 @@ from aiohttp import web
 
 from .admission import Admission, Request
 from .apply import record_update, server_side_apply
+from .builtins import default_and_validate
 from .discovery import discovery
 from .errors import error_response
 from .faults import FaultBook, FaultRule
@@ -296,6 +297,9 @@ class ApiServer:
         reg = t.reg
         meta = obj.setdefault("metadata", {})
         name = meta.get("name") or meta.get("generateName") or ""
+        if not reg.custom and (causes := default_and_validate(reg.rt.kind, reg.rt.group, obj)):
+            message, details = invalid_error_details(reg.rt.kind, reg.rt.group, name, causes)
+            raise StorageError(422, "Invalid", message, details)
         if reg.schema is not None and self.enforce_schemas:
             dropped: list[str] = []
             causes = reg.schema.admit(obj, old, dropped)
