@@ -31,6 +31,7 @@ KUEUE_COMPATIBLE = "KueueCompatible"
 # count (or resources.gpu) against the devices the claims ask for
 DEVICE_COUNT = "DeviceCount"
 RUNTIME_CONFIGURED = "RuntimeConfigured"
+MULTI_NODE_WITH_DRA = "MultiNodeWithDRA"
 EXTENDED_RESOURCE_OVERLAP = "ExtendedResourceOverlap"
 # reasons
 RESOLVED = "Resolved"

@@ -54,7 +54,7 @@ from .devices import allocation_status, device_classes, model_demand, templates
 from .gpu import DEFAULT_RESOURCE_NAMES, attachment_kind, replica_charge
 from .kueue import KueueSettings, kueue_status, label_workload, queue_name
 from .quota import admission_changes, namespace_allocations
-from .runtime_checks import runtime_problems
+from .runtime_checks import Problem, runtime_problems
 from .workload import (
     MANAGED_BY,
     MANAGER,
@@ -324,6 +324,8 @@ class InferenceServiceReconciler:
         # What the runtime's parser cannot see (parallelism vs the GPUs a pod gets, model
         # form, image): refused before any workload is written; a running one is left.
         problems = runtime_problems(service, model, model_location(model)[0], claimed)
+        if service.multi_node is not None and extended_class and not model.uses_claims:
+            problems.insert(0, _multi_node_via_dra(model, extended_class))
         if problems:
             message = "; ".join(p.message for p in problems)
             reason = problems[0].reason
@@ -563,6 +565,18 @@ class InferenceServiceReconciler:
             **(extra or {}),
         }
         await self.ctx.status.write(INFERENCE_SERVICE, isvc, fields, conditions)
+
+
+def _multi_node_via_dra(model: ModelSpec, device_class: str) -> Problem:
+    """The guide's multiNode + DRA rule, for a device-plugin limit that DRA serves."""
+    resource = DEFAULT_RESOURCE_NAMES.get(model.gpu.vendor, "nvidia.com/gpu")
+    return Problem(
+        c.MULTI_NODE_WITH_DRA,
+        f"spec.multiNode pins member pods with nodeName, which bypasses the scheduler that "
+        f"allocates DRA claims, and DeviceClass {device_class!r} serves {resource} through "
+        "DRA (extendedResourceName): the members would get no GPUs. Run this Model "
+        "single-node",
+    )
 
 
 def live_pods(pods: Iterable[Obj]) -> list[Obj]:

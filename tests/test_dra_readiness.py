@@ -8,7 +8,7 @@ import pytest
 from app.manifests import apply_text
 from controller.kube import KubeClient
 from controller.manager import Manager
-from controller.resources import DEVICE_CLASS, INFERENCE_SERVICE, MODEL, RESOURCE_SLICE
+from controller.resources import DEVICE_CLASS, INFERENCE_SERVICE, MODEL, POD, RESOURCE_SLICE
 from testserver.process import ApiServerProcess
 
 from .conftest import TEMPLATE_YAML, condition, isvc_yaml, model_yaml, reapply, wait_condition
@@ -167,3 +167,28 @@ async def test_kep_5004_extended_resource_name(cluster: Cluster) -> None:
     assert "would allocate 2 more device(s)" in message(isvc, "ExtendedResourceOverlap")
     # llmkube-py itself never adds the limit next to claims.
     assert isvc["status"]["gpuAttachment"] == "dra"
+
+
+async def test_multi_node_is_refused_when_dra_serves_the_gpu_limit(cluster: Cluster) -> None:
+    """The guide rejects multiNode with DRA: member pods pinned with nodeName skip the
+    scheduler, which is what allocates a DeviceClass's extendedResourceName (KEP-5004)."""
+    kube, _, _ = cluster
+    cls = await kube.get(DEVICE_CLASS, "", "gpu.nvidia.com")
+    assert cls is not None
+    cls["spec"]["extendedResourceName"] = "nvidia.com/gpu"
+    await kube.replace(DEVICE_CLASS, cls)
+    await reapply(kube, model_yaml("plugin", "      enabled: true\n      count: 1"))
+    await wait_condition(
+        kube, MODEL, "plugin", "AcceleratorReady", "True", "ExtendedResourceViaDRA"
+    )
+    members = (
+        "  multiNode: {members: [{node: gpu-node-1, fabric: {address: 10.0.0.1}}, "
+        "{node: gpu-node-2}]}"
+    )
+    await reapply(kube, isvc_yaml("spread", "plugin", extra=members))
+    isvc = await wait_condition(
+        kube, INFERENCE_SERVICE, "spread", "RuntimeConfigured", "False", "MultiNodeWithDRA"
+    )
+    assert "nodeName" in message(isvc, "RuntimeConfigured")
+    pods, _ = await kube.list(POD, "default")
+    assert not [p for p in pods if p["metadata"]["name"].startswith("spread-")]
