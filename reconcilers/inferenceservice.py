@@ -376,6 +376,7 @@ class InferenceServiceReconciler:
                 admitted,
                 self.kueue,
                 extended_class,
+                multi_node=service.multi_node is not None,
             )
             conditions.append(kueue_condition)
         uid = isvc["metadata"]["uid"]

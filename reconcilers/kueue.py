@@ -77,10 +77,20 @@ def kueue_status(
     replicas: int,
     settings: KueueSettings,
     extended_class: str | None,
+    multi_node: bool = False,
 ) -> tuple[Condition, Obj]:
     """KueueCompatible and status.kueue: whether Kueue can ever admit the pods, and the
     charge it will see (devices per class x replicas, under the mapped resource names)."""
     problems: list[tuple[str, str]] = []
+    if multi_node:
+        problems.append(
+            (
+                "MultiNode",
+                "spec.multiNode member pods are pinned with nodeName: they start without "
+                "the scheduler, so Kueue's pod integration can neither gate, admit nor "
+                "charge them; remove the queue label or run single-node",
+            )
+        )
     if model.gpu.count > 0 and model.uses_claims:
         twice = (
             f"; DeviceClass {extended_class!r} serves nvidia.com/gpu through DRA, so such a "

@@ -233,3 +233,8 @@ def test_kueue_status_is_pure_and_names_every_problem() -> None:
     assert 'DeviceClass "x" is not in Kueue' in cond.message
     assert status["devices"] == [{"deviceClass": "x", "resource": "", "perPod": 2, "total": 6}]
     assert status["summary"] == "" and status["admissible"] is False
+    # multiNode members bypass the scheduler, so Kueue never sees them.
+    cond, status = kueue_status(
+        "q", model, [], {}, dra.DeviceDemand(), 1, KueueSettings({}), None, multi_node=True
+    )
+    assert (cond.status, cond.reason) == (False, "MultiNode") and "nodeName" in cond.message
