@@ -61,6 +61,10 @@ STATUS = Object(
         # llmkube-py extensions (README names them): what is asked, and a row per service.
         "requestedGPUCount": Int(),
         "allocatedGPUCount": Int(description="Devices DRA allocated to the covered services."),
+        "omittedServices": Int(
+            description="Covered services left out of `services` (at most 1000 rows are "
+            "listed: those held back first, then those charged)."
+        ),
         "services": Array(
             items=Object(
                 fields={

@@ -21,7 +21,29 @@ from controller.resources import GPU_QUOTA, INFERENCE_SERVICE, MODEL, ResourceTy
 
 from .conditions import Condition
 from .context import Context
-from .quota import admission_changes, namespace_allocations, quota_index, quota_key, quota_scope
+from .quota import (
+    Allocation,
+    admission_changes,
+    namespace_allocations,
+    quota_index,
+    quota_key,
+    quota_scope,
+)
+
+# Rows in status.services: a status must stay far below etcd's 1.5 MiB request limit
+# (a row is ~200 bytes), or every write of it fails once a namespace grows large.
+MAX_ROWS = 1000
+
+
+def shown_rows(ordered: list[Allocation]) -> list[Allocation]:
+    """At most MAX_ROWS rows, by name: the services held back first, then those charged."""
+    if len(ordered) <= MAX_ROWS:
+        return ordered
+    rank = sorted(
+        ordered,
+        key=lambda a: (a.admitted_replicas >= a.requested_replicas, a.gpus == 0, a.name),
+    )
+    return sorted(rank[:MAX_ROWS], key=lambda a: a.name)
 
 
 class GPUQuotaReconciler:
@@ -86,8 +108,9 @@ class GPUQuotaReconciler:
                     "gpus": a.gpus,
                     "allocatedGPUs": a.allocated_gpus,
                 }
-                for a in ordered
+                for a in shown_rows(ordered)
             ],
+            "omittedServices": max(0, len(ordered) - MAX_ROWS),
         }
         if requested > used:
             within = Condition(
