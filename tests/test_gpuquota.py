@@ -7,6 +7,8 @@ from typing import Any
 from controller.kube import KubeClient
 from controller.manager import Manager
 from controller.resources import DEPLOYMENT, GPU_QUOTA, INFERENCE_SERVICE
+from reconcilers.gpuquota import MAX_ROWS, shown_rows
+from reconcilers.quota import Allocation
 from testserver.process import ApiServerProcess
 
 from .conftest import (
@@ -19,8 +21,6 @@ from .conftest import (
     wait_condition,
 )
 from .conftest import (
-from reconcilers.gpuquota import MAX_ROWS, shown_rows
-from reconcilers.quota import Allocation
     isvc_yaml as service_yaml,
 )
 
