@@ -79,7 +79,7 @@ async def test_cpu_model_gets_no_gpu_and_model_resources(
     dep = await deployment_where(kube, "svc", lambda d: True, "Deployment")
     resources = dep["spec"]["template"]["spec"]["containers"][0]["resources"]
     assert resources == {"requests": {"cpu": "2", "memory": "4Gi"}, "limits": {"memory": "4Gi"}}
-    assert dep["spec"]["strategy"] == {"type": "RollingUpdate"}
+    assert dep["spec"]["strategy"]["type"] == "RollingUpdate"
     model = await wait_condition(kube, MODEL, "cpu", "AcceleratorReady", "True")
     assert model["status"]["acceleratorReady"] is True
 
