@@ -5,10 +5,20 @@ Writes tests/data/runtime-options/<runtime>.json in the format the contract test
 (tests/test_runtime_contract.py). Run it when a pinned image (reconcilers/images.py)
 moves to another version, then run the contract test against the new parser.
 
-    fetch-runtime-options.py vllm 0.11.0        # pip-installs vllm==0.11.0 in a temporary
-    fetch-runtime-options.py sglang 0.5.4       #   venv and builds the parser in-process
+    fetch-runtime-options.py vllm 0.34.0        # pip-installs vllm==0.34.0 in a temporary
+    fetch-runtime-options.py sglang 0.5.23      #   venv and builds the parser in-process
+
+On a CPU-only machine, --light skips the GPU-only requirements (CUDA kernels; see
+GPU_ONLY) and --torch names the torch to install instead of the release's. The
+committed files were written with:
+
     fetch-runtime-options.py --light --torch 'torch==2.13.0+cpu' vllm 0.34.0
-                                                # same, on a machine without CUDA wheels
+    fetch-runtime-options.py --light --torch 'torch==2.14.1' sglang 0.5.23
+
+(SGLang needs its own torch: timm pulls a torchvision that only loads with that build.)
+
+    fetch-runtime-options.py tgi 3.3.6          # launcher/src/main.rs at tag v3.3.6 (clap)
+    fetch-runtime-options.py llamacpp b10068    # common/arg.cpp at that tag (common_arg)
     fetch-runtime-options.py tgi 3.3.6          # launcher/src/main.rs at tag v3.3.6 (clap)
     fetch-runtime-options.py llamacpp b10068    # common/arg.cpp at that tag (common_arg)
 
@@ -73,6 +83,9 @@ def dump_argparse(parser: argparse.ArgumentParser) -> dict[str, Any]:
     return {"positionals": positionals, "options": dict(sorted(options.items()))}
 
 
+# Read now: inspect reads the file again when called, which may have changed meanwhile.
+DUMP_SOURCE = inspect.getsource(dump_argparse)
+
 # `vllm serve`'s own parser: the serve subcommand registered on the `vllm` CLI exactly
 # as vllm.entrypoints.cli.main does (older releases: make_arg_parser plus the positional).
 VLLM_PARSER = """
@@ -99,14 +112,14 @@ ServerArgs.add_cli_args(parser)
 # --mm-processor-device has no "cuda"), an option the controller never emits.
 PARSER_ENV = {"vllm": {"VLLM_TARGET_DEVICE": "cpu"}, "sglang": {}}
 
-# Requirements that only load GPU kernels or CUDA libraries at run time: the parser's
-# import path does not need them and most have no CPU-only wheel. `--light` leaves them
-# out (and torch, installed from --torch instead).
+# Requirements that only load GPU kernels or CUDA libraries at run time (and the torch
+# stack, installed from --torch instead): the parser's import path does not need them
+# and most have no CPU-only wheel. `--light` leaves them out.
 GPU_ONLY = re.compile(
     r"^(torch|torchaudio|torchvision|torchcodec|triton|pynvvideocodec|flashinfer|"
     r"apache-tvm-ffi|tilelang|nvidia|nvtx|nvshmem|cuda-python|fastsafetensors|"
     r"instanttensor|quack-kernels|tokenspeed|humming-kernels|sgl-|sglang-kernel|"
-    r"flash-attn|torch-memory-saver|deepseek-recipe|py-spy|kernels|numba)",
+    r"flash-attn|xformers|torch-memory-saver|deepseek-recipe|py-spy|kernels|numba)",
     re.I,
 )
 # Runs in the venv: the installed release's requirements for this platform.
@@ -154,7 +167,7 @@ def from_release(
             [
                 "import argparse, json",
                 "from typing import Any",
-                inspect.getsource(dump_argparse),
+                DUMP_SOURCE,
                 build,
                 "print(json.dumps(dump_argparse(parser)))",
             ]
