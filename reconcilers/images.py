@@ -21,17 +21,17 @@ from api import InferenceServiceSpec, ModelSpec
 from .gpu import uses_gpu
 
 # The parser versions the options files were read from.
-VERSIONS = {"vllm": "0.11.0", "sglang": "0.5.4", "tgi": "3.3.6", "llamacpp": "b10068"}
+VERSIONS = {"vllm": "0.34.0", "sglang": "0.5.23", "tgi": "3.3.6", "llamacpp": "b10068"}
 
 PINS: dict[str, dict[str, str]] = {
     "vllm": {
-        "cuda": "vllm/vllm-openai:v0.11.0",
-        "cpu": "public.ecr.aws/q9t5s3a7/vllm-cpu-release-repo:v0.11.0",
+        "cuda": "vllm/vllm-openai:v0.34.0",
+        "cpu": "public.ecr.aws/q9t5s3a7/vllm-cpu-release-repo:v0.34.0",
     },
-    "sglang": {
-        "cuda": "lmsysorg/sglang:v0.5.4",
-        "rocm": "lmsysorg/sglang:v0.5.4-rocm630-mi30x",
-    },
+    # No ROCm pin: SGLang's ROCm tags carry the ROCm release and GPU family
+    # (v0.5.4-rocm630-mi30x, later -rocm700-/-rocm720-mi30x) and we found no published
+    # 0.5.23 one to check; AMD GPUs name theirs in spec.image or runtimeImages.sglang.rocm.
+    "sglang": {"cuda": "lmsysorg/sglang:v0.5.23"},
     "tgi": {
         "cuda": "ghcr.io/huggingface/text-generation-inference:3.3.6",
         "rocm": "ghcr.io/huggingface/text-generation-inference:3.3.6-rocm",

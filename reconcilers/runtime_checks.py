@@ -32,7 +32,7 @@ FORMATS = {
 }
 # Config fields filled into options with choices: option -> the field a user wrote.
 CONFIG_FIELDS = {
-    "vllm": {"--dtype": "vllmConfig.dtype", "--kv-cache-dtype": "vllmConfig.kvCacheDtype"},
+    "vllm": {"--dtype": "vllmConfig.dtype"},
     "sglang": {"--quantization": "sglangConfig.quantization"},
     "tgi": {"--quantize": "tgiConfig.quantize", "--dtype": "tgiConfig.dtype"},
     "llamacpp": {},

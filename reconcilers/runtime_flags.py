@@ -31,6 +31,11 @@ def _f(*spellings: str, value: bool = True, negatives: tuple[str, ...] = ()) -> 
     return Flag(spellings, value, negatives)
 
 
+def _disable(option: str) -> tuple[str, ...]:
+    """vLLM's negative spellings of --enable-<option>: the last one is emitted."""
+    return (f"--no-enable-{option}", f"--disable-{option}")
+
+
 VLLM = _flags(
     _f("--model"),
     _f("--served-model-name"),
@@ -50,11 +55,13 @@ VLLM = _flags(
     _f("--quantization", "-q"),
     _f("--dtype"),
     _f("--kv-cache-dtype"),
-    _f("--enable-prefix-caching", value=False, negatives=("--no-enable-prefix-caching",)),
-    _f("--enable-chunked-prefill", value=False, negatives=("--no-enable-chunked-prefill",)),
+    # 0.34 pairs --enable-x with --disable-x (emitted); --no-enable-x is still accepted.
+    _f("--enable-prefix-caching", value=False, negatives=_disable("prefix-caching")),
+    _f("--enable-chunked-prefill", value=False, negatives=_disable("chunked-prefill")),
     _f("--max-num-batched-tokens"),
-    _f("--enable-expert-parallel", value=False, negatives=("--no-enable-expert-parallel",)),
+    _f("--enable-expert-parallel", value=False, negatives=_disable("expert-parallel")),
     _f("--max-num-seqs"),
+    _f("--attention-backend"),
     _f("--runner"),
 )
 
@@ -207,16 +214,14 @@ def int_value(value: str | None) -> int | None:
 # Values the parser accepts for the options we fill from free-text fields (the options
 # files' "choices"); a value outside them is reported instead of crash-looping the pod.
 CHOICES: dict[str, dict[str, tuple[str, ...]]] = {
-    "vllm": {
-        "--dtype": ("auto", "bfloat16", "float", "float16", "float32", "half"),
-        "--kv-cache-dtype": ("auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc"),
-    },
+    # --kv-cache-dtype has no choices since 0.34 (platform backends register more).
+    "vllm": {"--dtype": ("auto", "bfloat16", "float", "float16", "float32", "half")},
     "sglang": {
         "--quantization": (
             "awq",
             "fp8",
+            "mxfp8",
             "gptq",
-            "marlin",
             "gptq_marlin",
             "awq_marlin",
             "bitsandbytes",
@@ -224,14 +229,26 @@ CHOICES: dict[str, dict[str, tuple[str, ...]]] = {
             "modelopt",
             "modelopt_fp8",
             "modelopt_fp4",
+            "nvfp4_online",
+            "modelopt_mixed",
             "petit_nvfp4",
             "w8a8_int8",
             "w8a8_fp8",
             "moe_wna16",
-            "qoq",
             "w4afp8",
             "mxfp4",
+            "auto-round",
+            "auto-round-int8",
             "compressed-tensors",
+            "modelslim",
+            "mxfp_w4a8",
+            "quark",
+            "quark_int4fp8_moe",
+            "quark_mxfp4",
+            "mlx_q4",
+            "mlx_q8",
+            "unquant",
+            "humming",
         ),
     },
     "tgi": {

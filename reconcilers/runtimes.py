@@ -207,9 +207,10 @@ def _vllm(
     a.add("--max-num-batched-tokens", s.max_num_batched_tokens)
     a.toggle("--enable-expert-parallel", s.enable_expert_parallel)
     a.add("--max-num-seqs", s.parallel_slots)
+    a.add("--attention-backend", s.attention_backend)
     a.mode("vllm", service.mode)
     if member is not None:
-        # vLLM 0.11's own multi-node mode without Ray: one data-parallel rank per node
+        # vLLM's own multi-node mode without Ray: one data-parallel rank per node
         # (tensor parallel inside it); rank 0 serves the API, the others run headless.
         a.add("--data-parallel-size", member.world)
         a.add("--data-parallel-size-local", 1)
@@ -218,10 +219,7 @@ def _vllm(
         if member.rank > 0:
             a.add("--data-parallel-start-rank", member.rank)
             a.add("--headless", True)
-    env = []
-    if s.attention_backend:  # no flag at 0.11: vLLM reads it from the environment
-        env.append({"name": "VLLM_ATTENTION_BACKEND", "value": s.attention_backend})
-    return list(VLLM_COMMAND), env
+    return list(VLLM_COMMAND), []
 
 
 def _sglang(

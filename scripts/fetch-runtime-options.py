@@ -5,8 +5,20 @@ Writes tests/data/runtime-options/<runtime>.json in the format the contract test
 (tests/test_runtime_contract.py). Run it when a pinned image (reconcilers/images.py)
 moves to another version, then run the contract test against the new parser.
 
-    fetch-runtime-options.py vllm 0.11.0        # pip-installs vllm==0.11.0 in a temporary
-    fetch-runtime-options.py sglang 0.5.4       #   venv and builds the parser in-process
+    fetch-runtime-options.py vllm 0.34.0        # pip-installs vllm==0.34.0 in a temporary
+    fetch-runtime-options.py sglang 0.5.23      #   venv and builds the parser in-process
+
+On a CPU-only machine, --light skips the GPU-only requirements (CUDA kernels; see
+GPU_ONLY) and --torch names the torch to install instead of the release's. The
+committed files were written with:
+
+    fetch-runtime-options.py --light --torch 'torch==2.13.0+cpu' vllm 0.34.0
+    fetch-runtime-options.py --light --torch 'torch==2.14.1' sglang 0.5.23
+
+(SGLang needs its own torch: timm pulls a torchvision that only loads with that build.)
+
+    fetch-runtime-options.py tgi 3.3.6          # launcher/src/main.rs at tag v3.3.6 (clap)
+    fetch-runtime-options.py llamacpp b10068    # common/arg.cpp at that tag (common_arg)
     fetch-runtime-options.py tgi 3.3.6          # launcher/src/main.rs at tag v3.3.6 (clap)
     fetch-runtime-options.py llamacpp b10068    # common/arg.cpp at that tag (common_arg)
 
@@ -18,6 +30,7 @@ from __future__ import annotations
 import argparse
 import inspect
 import json
+import os
 import re
 import subprocess
 import sys
@@ -48,57 +61,122 @@ TGI_NOTES = (
 
 
 def dump_argparse(parser: argparse.ArgumentParser) -> dict[str, Any]:
-    """Every option string of the parser with nargs, choices and the type's name."""
+    """Every option string the parser accepts, with nargs, choices and the type's name.
+
+    Read from the parser's registry of option strings, not from each action's
+    option_strings: vLLM 0.34 hides spellings it still accepts (`--no-enable-x`) by
+    dropping them from the action after registering them.
+    """
+    positionals = [a.dest for a in parser._actions if not a.option_strings]
     options: dict[str, Any] = {}
-    positionals = []
-    for action in parser._actions:
-        if not action.option_strings:
-            positionals.append(action.dest)
-            continue
+    for s, action in parser._option_string_actions.items():
         nargs = action.nargs
-        for s in action.option_strings:
-            options[s] = {
-                "takes_value": nargs != 0,
-                "nargs": str(nargs),
-                "choices": list(action.choices) if action.choices is not None else None,
-                "type": getattr(action.type, "__name__", str(action.type)),
-            }
+        choices = action.choices
+        if isinstance(choices, (set, frozenset)):
+            choices = sorted(choices, key=str)  # a set prints in no fixed order
+        options[s] = {
+            "takes_value": nargs != 0,
+            "nargs": str(nargs),
+            "choices": list(choices) if choices is not None else None,
+            "type": getattr(action.type, "__name__", str(action.type)),
+        }
     return {"positionals": positionals, "options": dict(sorted(options.items()))}
 
 
+# Read now: inspect reads the file again when called, which may have changed meanwhile.
+DUMP_SOURCE = inspect.getsource(dump_argparse)
+
+# `vllm serve`'s own parser: the serve subcommand registered on the `vllm` CLI exactly
+# as vllm.entrypoints.cli.main does (older releases: make_arg_parser plus the positional).
 VLLM_PARSER = """
 try:
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 except ImportError:
     from vllm.utils import FlexibleArgumentParser
-from vllm.entrypoints.openai.cli_args import make_arg_parser
-parser = make_arg_parser(FlexibleArgumentParser())
-parser.add_argument("model_tag", nargs="?")  # `vllm serve`'s positional
+try:
+    from vllm.entrypoints.cli.serve import ServeSubcommand
+    top = FlexibleArgumentParser(prog="vllm")
+    parser = ServeSubcommand().subparser_init(top.add_subparsers(dest="subparser"))
+except ImportError:
+    from vllm.entrypoints.openai.cli_args import make_arg_parser
+    parser = make_arg_parser(FlexibleArgumentParser())
+    parser.add_argument("model_tag", nargs="?")
 """
 SGLANG_PARSER = """
 from sglang.srt.server_args import ServerArgs
 parser = argparse.ArgumentParser()
 ServerArgs.add_cli_args(parser)
 """
+# vLLM picks its platform while building the parser's defaults; without a GPU it finds
+# none unless told. On CPU one choice list is narrower than on CUDA (0.34:
+# --mm-processor-device has no "cuda"), an option the controller never emits.
+PARSER_ENV = {"vllm": {"VLLM_TARGET_DEVICE": "cpu"}, "sglang": {}}
+
+# Requirements that only load GPU kernels or CUDA libraries at run time (and the torch
+# stack, installed from --torch instead): the parser's import path does not need them
+# and most have no CPU-only wheel. `--light` leaves them out.
+GPU_ONLY = re.compile(
+    r"^(torch|torchaudio|torchvision|torchcodec|triton|pynvvideocodec|flashinfer|"
+    r"apache-tvm-ffi|tilelang|nvidia|nvtx|nvshmem|cuda-python|fastsafetensors|"
+    r"instanttensor|quack-kernels|tokenspeed|humming-kernels|sgl-|sglang-kernel|"
+    r"flash-attn|xformers|torch-memory-saver|deepseek-recipe|py-spy|kernels|numba)",
+    re.I,
+)
+# Runs in the venv: the installed release's requirements for this platform.
+REQUIREMENTS = """
+import importlib.metadata, sys
+from packaging.requirements import Requirement
+for r in importlib.metadata.requires(sys.argv[1]) or []:
+    req = Requirement(r)
+    if req.marker is None or req.marker.evaluate({"extra": ""}):
+        print(req.name, str(req).split(";")[0], sep="\\t")
+"""
 
 
-def from_release(package: str, version: str, build: str) -> dict[str, Any]:
-    """pip-install the release into a throwaway venv and dump its parser there."""
+def _pip(python: str, *args: str) -> None:
+    subprocess.run([python, "-m", "pip", "install", "-q", *args], check=True)
+
+
+def from_release(
+    package: str, version: str, build: str, light: bool = False, torch: str = "torch"
+) -> dict[str, Any]:
+    """pip-install the release into a throwaway venv and dump its parser there.
+
+    light: the release without its dependencies, then every requirement except the
+    GPU-only ones (GPU_ONLY) and torch from `torch` (e.g. a CPU wheel): the parser is
+    still the release's own code, built the way its CLI builds it.
+    """
     with tempfile.TemporaryDirectory() as tmp:
         venv = Path(tmp) / "venv"
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
         python = str(venv / "bin" / "python")
-        subprocess.run([python, "-m", "pip", "install", f"{package}=={version}"], check=True)
+        if not light:
+            _pip(python, f"{package}=={version}")
+        else:
+            _pip(python, "--no-deps", f"{package}=={version}", "packaging")
+            listed = subprocess.run(
+                [python, "-c", REQUIREMENTS, package], check=True, capture_output=True, text=True
+            ).stdout.splitlines()
+            keep = [
+                spec
+                for name, spec in (line.split("\t") for line in listed)
+                if not GPU_ONLY.match(name.replace("_", "-"))
+            ]
+            _pip(python, torch, *keep)
         code = "\n".join(
             [
                 "import argparse, json",
                 "from typing import Any",
-                inspect.getsource(dump_argparse),
+                DUMP_SOURCE,
                 build,
                 "print(json.dumps(dump_argparse(parser)))",
             ]
         )
-        out = subprocess.run([python, "-c", code], check=True, capture_output=True, text=True)
+        env = {**os.environ, **PARSER_ENV.get(package, {})}
+        out = subprocess.run([python, "-c", code], capture_output=True, text=True, env=env)
+        if out.returncode:
+            sys.stderr.write(out.stderr)
+            raise SystemExit(f"building {package} {version}'s parser failed")
     data: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
     return data
 
@@ -265,16 +343,27 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("version", help="release (vllm, sglang, tgi) or llama.cpp tag (bNNNN)")
     p.add_argument("--source", help="main.rs or arg.cpp from a local file")
     p.add_argument("--out", type=Path, default=OUT)
+    p.add_argument(
+        "--light",
+        action="store_true",
+        help="vllm/sglang: the release with --no-deps plus its requirements minus the\n"
+        "GPU-only ones (no CUDA wheels needed; the parser is the release's own)",
+    )
+    p.add_argument(
+        "--torch",
+        default="torch",
+        help="with --light: the torch to install (e.g. a CPU wheel: 'torch==2.13.0+cpu')",
+    )
     a = p.parse_args(argv)
     data: dict[str, Any]
     if a.runtime == "vllm":
         data = {"runtime": "vllm", "version": a.version}
         data["source"] = f"PyPI vllm {a.version}, parser of `vllm serve` built in-process"
-        data.update(from_release("vllm", a.version, VLLM_PARSER))
+        data.update(from_release("vllm", a.version, VLLM_PARSER, a.light, a.torch))
     elif a.runtime == "sglang":
         data = {"runtime": "sglang", "version": a.version}
         data["source"] = f"PyPI sglang {a.version}, ServerArgs parser built in-process"
-        data.update(from_release("sglang", a.version, SGLANG_PARSER))
+        data.update(from_release("sglang", a.version, SGLANG_PARSER, a.light, a.torch))
     elif a.runtime == "tgi":
         data = {"runtime": "text-generation-launcher (TGI)", "version": a.version}
         data["notes"] = TGI_NOTES

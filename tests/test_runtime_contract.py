@@ -46,11 +46,11 @@ CONFIG: dict[str, dict[str, list[Any]]] = {
         "vllmConfig.maxModelLen": [4096],
         "vllmConfig.quantization": ["awq", "fp8"],
         "vllmConfig.dtype": list(CHOICES["vllm"]["--dtype"]),
-        "vllmConfig.kvCacheDtype": list(CHOICES["vllm"]["--kv-cache-dtype"]),
+        "vllmConfig.kvCacheDtype": ["auto", "fp8", "fp8_e4m3"],  # no parser choices (0.34)
         "vllmConfig.enablePrefixCaching": [True, False],
         "vllmConfig.enableChunkedPrefill": [True, False],
         "vllmConfig.maxNumBatchedTokens": [8192],
-        "vllmConfig.attentionBackend": ["FLASHINFER"],
+        "vllmConfig.attentionBackend": ["FLASHINFER", "FLASH_ATTN"],
         "vllmConfig.enableExpertParallel": [True, False],
         "vllmConfig.cpuOffloadGB": [0, 4.5],
         "vllmConfig.gpuMemoryUtilization": [0.9],
@@ -122,6 +122,7 @@ OVERRIDE_VALUES: dict[str, dict[str, str | None]] = {
         "--max-num-batched-tokens": "4096",
         "--enable-expert-parallel": None,
         "--max-num-seqs": "32",
+        "--attention-backend": "TRITON_ATTN",
         "--runner": "generate",
     },
     "sglang": {

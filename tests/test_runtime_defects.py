@@ -166,10 +166,12 @@ async def test_5_parallelism_above_gpus_is_reported(kube: KubeClient, controller
 def test_6_images_follow_accelerator_and_vendor(monkeypatch: pytest.MonkeyPatch) -> None:
     cpu = parse_model({**SAFETENSORS, "hardware": {"accelerator": "cpu"}})
     assert container("vllm", cpu)["image"] == images.PINS["vllm"]["cpu"]
-    assert container("vllm", gpu_model())["image"] == "vllm/vllm-openai:v0.11.0"
+    assert container("vllm", gpu_model())["image"] == "vllm/vllm-openai:v0.34.0"
     assert container("tgi", gpu_model(vendor="amd"))["image"].endswith("3.3.6-rocm")
     assert container("tgi", gpu_model(vendor="intel"))["image"].endswith("3.3.6-intel-xpu")
-    assert container("sglang", gpu_model(vendor="amd"))["image"].endswith("-rocm630-mi30x")
+    assert container("sglang", gpu_model())["image"] == "lmsysorg/sglang:v0.5.23"
+    amd = parse_inference_service({"modelRef": "m", "runtime": "sglang"})
+    assert images.image_for(gpu_model(vendor="amd"), amd) is None  # no 0.5.23 ROCm pin
     monkeypatch.setenv(images.OVERRIDES_ENV, '{"vllm": {"rocm": "rocm/vllm:custom", "cpu": ""}}')
     images.overrides.cache_clear()
     try:

@@ -25,7 +25,7 @@ def _env(values: Obj | None) -> dict[str, str]:
 
 
 def test_chart_runtime_images_override_the_pins(monkeypatch: pytest.MonkeyPatch) -> None:
-    env = _env({"runtimeImages": {"vllm": {"rocm": "mirror/vllm-rocm:0.11.0"}}})
+    env = _env({"runtimeImages": {"vllm": {"rocm": "mirror/vllm-rocm:0.34.0"}}})
     monkeypatch.setenv(images.OVERRIDES_ENV, env[images.OVERRIDES_ENV])
     images.overrides.cache_clear()
     try:
@@ -37,7 +37,7 @@ def test_chart_runtime_images_override_the_pins(monkeypatch: pytest.MonkeyPatch)
             }
         )
         vllm = parse_inference_service({"modelRef": "m", "runtime": "vllm"})
-        assert images.image_for(amd, vllm) == "mirror/vllm-rocm:0.11.0"
+        assert images.image_for(amd, vllm) == "mirror/vllm-rocm:0.34.0"
         tgi = parse_inference_service({"modelRef": "m", "runtime": "tgi"})
         assert images.image_for(amd, tgi) == images.PINS["tgi"]["rocm"]  # empty: the pin
     finally:

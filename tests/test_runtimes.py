@@ -117,6 +117,38 @@ def test_mode_adds_the_runtime_flags(runtime: str, mode: str, flags: list[str]) 
     assert " ".join(flags) not in " ".join(args(runtime, model(count=1), mode="chat"))
 
 
+def test_vllm_flags_that_changed_by_0_34() -> None:
+    """0.34 dropped VLLM_ATTENTION_BACKEND for --attention-backend and spells a boolean's
+    off side --disable-x (its help no longer lists --no-enable-x)."""
+    service = parse_inference_service(
+        {
+            "modelRef": "m",
+            "runtime": "vllm",
+            "vllmConfig": {
+                "attentionBackend": "FLASHINFER",
+                "enablePrefixCaching": False,
+                "enableChunkedPrefill": False,
+                "enableExpertParallel": True,
+            },
+        }
+    )
+    rt = runtime_command(service, model(count=1), "Qwen/Qwen3-32B", "m")
+    assert flag(rt.args, "--attention-backend") == "FLASHINFER"
+    assert rt.env == []
+    assert "--disable-prefix-caching" in rt.args and "--disable-chunked-prefill" in rt.args
+    assert "--enable-expert-parallel" in rt.args
+    assert not any(a.startswith("--no-") for a in rt.args)
+    # A user's hidden spelling still owns the option: ours is left out.
+    user = args(
+        "vllm",
+        model(count=1),
+        vllmConfig={"enablePrefixCaching": False},
+        extraArgs=["--no-enable-prefix-caching"],
+    )
+    assert user.count("--no-enable-prefix-caching") == 1
+    assert "--disable-prefix-caching" not in user
+
+
 def test_claims_without_count_still_get_gpu_flags() -> None:
     m = model(count=None)
     assert m.is_gpu_model
