@@ -46,17 +46,18 @@ class Problem:
 
 
 def pod_gpus(model: ModelSpec, service: InferenceServiceSpec, claimed: int | None) -> int | None:
-    """GPUs one pod gets: the device-plugin limit, or for claims count / the claimed devices."""
+    """GPUs one pod gets: the device-plugin limit; for claims, the devices they ask for
+    (count sizes the runtime but allocates nothing), else count when that is unknown."""
     if not uses_gpu(model, service):
         return 0
     count = gpu_count(model, service.gpu)
     if model.uses_claims:
-        return count or claimed
+        return claimed or count
     return count or 1
 
 
-def parallelism(runtime: str, rt: RuntimeCommand) -> tuple[int, str]:
-    """The GPUs the argv asks for, and how it got there (for the message)."""
+def parallelism(runtime: str, rt: RuntimeCommand, multi_node: bool = False) -> tuple[int, str]:
+    """The GPUs one pod's argv asks for, and how it got there (for the message)."""
     opts = user_args(runtime, tuple(rt.args))
 
     def n(name: str) -> int:
@@ -64,10 +65,24 @@ def parallelism(runtime: str, rt: RuntimeCommand) -> tuple[int, str]:
 
     if runtime == "vllm":
         tp, pp = n("--tensor-parallel-size"), n("--pipeline-parallel-size")
-        return tp * pp, f"tensor parallel {tp} x pipeline parallel {pp}"
+        # Data-parallel ranks in this pod: the local size, else all of them (one node);
+        # a multiNode member is one rank.
+        local = opts.value("--data-parallel-size-local")
+        dp = (
+            n("--data-parallel-size-local")
+            if local
+            else 1
+            if multi_node
+            else n("--data-parallel-size")
+        )
+        how = f"tensor parallel {tp} x pipeline parallel {pp}"
+        return tp * pp * dp, how + (f" x data parallel {dp}" if dp > 1 else "")
     if runtime == "sglang":
-        tp, dp = n("--tp-size"), n("--dp-size")
-        return tp * dp, f"tensor parallel {tp} x data parallel {dp}"
+        tp, dp, pp = n("--tp-size"), n("--dp-size"), n("--pp-size")
+        pipeline = f" x pipeline parallel {pp}" if pp > 1 else ""
+        if "--enable-dp-attention" in rt.args:  # data parallel inside the TP group
+            return tp * pp, f"tensor parallel {tp}{pipeline} (dp attention {dp})"
+        return tp * dp * pp, f"tensor parallel {tp} x data parallel {dp}{pipeline}"
     if runtime == "tgi":
         shards = n("--num-shard")
         return shards, f"{shards} shards"
@@ -126,7 +141,7 @@ def runtime_problems(
                 )
             )
     gpus = pod_gpus(model, service, claimed_devices)
-    wanted, how = parallelism(runtime, rt)
+    wanted, how = parallelism(runtime, rt, service.multi_node is not None)
     if gpus and wanted > gpus:
         problems.append(
             Problem(

@@ -23,7 +23,8 @@ from controller.kube import KubeClient
 from controller.manager import Manager
 from controller.resources import DEPLOYMENT, INFERENCE_SERVICE, SERVICE
 from reconcilers import images
-from reconcilers.workload import build_member_pods, build_service, pod_spec
+from reconcilers.runtime_checks import runtime_problems
+from reconcilers.workload import build_member_pods, build_service, model_location, pod_spec
 
 from .conftest import isvc_yaml, model_yaml, reapply, wait_condition
 
@@ -368,3 +369,37 @@ def test_11_loader_resumes_or_replaces_a_partial_download(tmp_path: Path) -> Non
     assert _run(cmd, bin_dir, log, FAIL_RESUME="1").returncode == 0
     assert local.read_text() == "weights"
     assert not Path(f"{local}.part").exists()
+
+
+# 5 (continued): the GPUs a pod gets are what its claims ask for; every parallel axis counts.
+def _refusal(model: Any, runtime: str, claimed: int | None = None, **spec: Any) -> str:
+    service = parse_inference_service({"modelRef": "m", "runtime": runtime, **spec})
+    problems = runtime_problems(service, model, model_location(model)[0], claimed)
+    return "; ".join(f"{p.reason}: {p.message}" for p in problems)
+
+
+def test_5_parallelism_counts_claimed_devices_data_and_pipeline_parallel() -> None:
+    claims = [{"name": "g", "resourceClaimTemplateName": "two-gpus"}]
+    counted = parse_model(
+        {
+            **SAFETENSORS,
+            "hardware": {
+                "accelerator": "cuda",
+                "gpu": {"enabled": True, "count": 4, "resourceClaims": claims},
+            },
+        }
+    )
+    # count 4 next to a template of 2: TP 4 on the 2 devices the pod holds never starts.
+    message = _refusal(counted, "vllm", claimed=2)
+    assert "ParallelismExceedsGPUs" in message and "gets 2" in message, message
+    assert _refusal(counted, "vllm", claimed=4) == ""
+    two = gpu_model(2)
+    # vLLM data parallel on one node multiplies the GPUs.
+    message = _refusal(two, "vllm", extraArgs=["--data-parallel-size", "4"])
+    assert "= 8 GPUs" in message, message
+    # SGLang pipeline parallel counts; dp attention shares the TP group's GPUs.
+    assert "= 4 GPUs" in _refusal(two, "sglang", extraArgs=["--pp-size", "2"])
+    eight = gpu_model(8)
+    dp_attention = ["--tp-size", "8", "--dp-size", "8", "--enable-dp-attention"]
+    assert _refusal(eight, "sglang", extraArgs=dp_attention) == ""
+    assert "= 64 GPUs" in _refusal(eight, "sglang", extraArgs=dp_attention[:4])
