@@ -24,7 +24,7 @@ from typing import Any
 import structlog
 from aiohttp import web
 
-from metrics import ControllerMetrics
+from metrics import ControllerMetrics, ReconcileMetrics
 
 from . import health
 from .cache import Cache
@@ -68,6 +68,16 @@ class ManagerConfig:
     identity: str = socket.gethostname()
     watch_timeout: int = 300
     reconcile_timeout: float = 120.0
+
+
+class _Hot:
+    """A controller's metric children on every reconcile's path, bound once: a labels()
+    lookup costs more than the increment it leads to."""
+
+    def __init__(self, m: ReconcileMetrics, name: str) -> None:
+        self.active = m.active_workers.labels(name)
+        self.success = m.total.labels(name, "success")
+        self.duration = m.duration.labels(name)
 
 
 class ControllerQueues:
@@ -155,6 +165,7 @@ class Manager:
         self._runner: web.AppRunner | None = None
         self._stopped = asyncio.Event()  # stop() has begun
         self._shut_down = asyncio.Event()  # stop() has finished: lease released, server closed
+        self._hot: dict[str, _Hot] = {}
 
     # -- wiring ------------------------------------------------------------------
 
@@ -295,7 +306,10 @@ class Manager:
         m = self.metrics.reconcile
         name = request.controller
         queue = self.queue[name]
-        m.active_workers.labels(name).inc()
+        hot = self._hot.get(name)
+        if hot is None:
+            hot = self._hot[name] = _Hot(m, name)
+        hot.active.inc()
         started = time.monotonic()
         with structlog.contextvars.bound_contextvars(
             controller=name, namespace=request.namespace, name=request.name
@@ -333,10 +347,10 @@ class Manager:
                     m.total.labels(name, "requeue_after").inc()
                     queue.add_after(request, result.requeue_after)
                 else:
-                    m.total.labels(name, "success").inc()
+                    hot.success.inc()
             finally:
-                m.duration.labels(name).observe(time.monotonic() - started)
-                m.active_workers.labels(name).dec()
+                hot.duration.observe(time.monotonic() - started)
+                hot.active.dec()
 
     async def wait_idle(self, timeout: float = 30.0, settle: float = 0.1) -> None:
         """Until the queues and the Event buffer have been empty and no worker busy for
