@@ -25,6 +25,7 @@ from .workload import MODELS, SERVICES, SERVICES_UNDER_QUOTA, Workload
 
 # The pipelines compared with the ceiling and kopf (the GPUQuota one is quota_section's).
 WORKLOADS: tuple[Workload, ...] = (MODELS,)
+PROCESSES = ("sut", "server", "bench")  # whose CPU time per object the pipeline shows
 
 
 def _load() -> str:
@@ -75,7 +76,8 @@ async def burst_section(
             drained[sut] = statistics.median(r.drained_per_second for r in runs)
             best[sut] = sorted(runs, key=lambda r: r.per_second)[len(runs) // 2]
             r = best[sut]
-            rows.append([n, sut, rates[sut], drained[sut], r.seconds, r.p50_ms, r.p99_ms])
+            cpu = [statistics.median(x.cpu_ms_per_object(p) for x in runs) for p in PROCESSES]
+            rows.append([n, sut, rates[sut], drained[sut], r.seconds, r.p50_ms, r.p99_ms, *cpu])
         ratios.append(
             [
                 n,
@@ -91,8 +93,18 @@ async def burst_section(
         table(
             f"Pipeline, {workload.name}: create -> watch -> reconcile -> status seen "
             f"(median of {repeat}; {workers} workers for product and ceiling; "
-            "'all writes/s' also waits for the Events; -quiet and kopf write none)",
-            ["objects", "system", "status/s", "all writes/s", "seconds", "p50 ms", "p99 ms"],
+            "'all writes/s' also waits for the Events; -quiet and kopf write none; "
+            "CPU ms per object of each process until the last status was seen)",
+            [
+                "objects",
+                "system",
+                "status/s",
+                "all writes/s",
+                "seconds",
+                "p50 ms",
+                "p99 ms",
+                *(f"CPU {p}" for p in PROCESSES),
+            ],
             rows,
         )
     )
@@ -129,6 +141,7 @@ def memory_section(products: list[harness.RunResult]) -> None:
                 s.get("reconciles", 0.0) / objects,
                 int(s.get("events_written", 0)),
                 int(s.get("events_dropped", 0)),
+                sum(s.get("gc_seconds", [])) * 1000 / objects,
             ]
         )
     print(
@@ -143,6 +156,7 @@ def memory_section(products: list[harness.RunResult]) -> None:
                 "reconciles/object",
                 "events written",
                 "events dropped",
+                "GC ms/object",
             ],
             rows,
         )

@@ -50,6 +50,11 @@ class RunResult:
     latencies_ms: list[float]
     stats: dict[str, Any] = field(default_factory=dict)
     started_at: float = 0.0  # wall clock, to compare with the SUT's busy_until
+    # CPU seconds each process spent during the run: "sut", "server", "bench"
+    cpu: dict[str, float] = field(default_factory=dict)
+
+    def cpu_ms_per_object(self, process: str) -> float:
+        return self.cpu.get(process, 0.0) * 1000 / max(1, self.objects)
 
     @property
     def per_second(self) -> float:
@@ -76,6 +81,23 @@ class RunResult:
     @property
     def p99_ms(self) -> float:
         return self.percentile(0.99)
+
+
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (0 when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS  # utime, stime
+
+
+def _cpu(pids: dict[str, int]) -> dict[str, float]:
+    return {name: cpu_seconds(pid) for name, pid in pids.items()}
 
 
 def _command(sut: str, url: str, workers: int, workload: Workload) -> list[str]:
@@ -221,6 +243,8 @@ async def run(
                 if response.status >= 300:
                     raise RuntimeError(f"create failed: {response.status} {await response.text()}")
 
+        pids = {"sut": sut_proc.proc.pid, "server": server.proc.pid, "bench": os.getpid()}
+        cpu_before = _cpu(pids)
         started_at = time.time()
         start = time.perf_counter()
         if rate > 0:
@@ -241,10 +265,11 @@ async def run(
             await asyncio.gather(*(load() for _ in range(CONCURRENCY)))
         await asyncio.wait_for(watcher.all_handled.wait(), timeout=max(120, count / 20))
         elapsed = time.perf_counter() - start
+        cpu = {k: v - cpu_before[k] for k, v in _cpu(pids).items()}
         latencies = sorted((watcher.handled[n] - t) * 1000 for n, t in created.items())
         stats = await sut_proc.stop()
         sut_proc = None
-        return RunResult(sut, count, elapsed, latencies, stats, started_at)
+        return RunResult(sut, count, elapsed, latencies, stats, started_at, cpu)
     finally:
         if sut_proc is not None:
             await sut_proc.stop()

@@ -38,6 +38,21 @@ async def _track_busy(idle: Callable[[], bool], stats: dict[str, Any]) -> None:
         await asyncio.sleep(0.005)
 
 
+class GcClock:
+    """Time spent in the cyclic garbage collector, by generation (gc.callbacks)."""
+
+    def __init__(self) -> None:
+        self.seconds = [0.0, 0.0, 0.0]
+        self._started = 0.0
+        gc.callbacks.append(self._on_gc)
+
+    def _on_gc(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            self.seconds[info["generation"]] += time.perf_counter() - self._started
+
+
 async def _until_sigterm() -> None:
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
@@ -64,10 +79,12 @@ async def product(
         return not (len(q) or q.processing or manager.recorder.queued)
 
     tracker = asyncio.create_task(_track_busy(idle, stats))
+    gc_clock = GcClock()
     print("READY", flush=True)
     await _until_sigterm()
     await manager.wait_idle(timeout=60)
     tracker.cancel()
+    stats["gc_seconds"] = gc_clock.seconds
     gc.collect()
     rss = rss_bytes() - rss_before
     rt = next(rt for rt in manager.cache.informers if rt.plural == resource)

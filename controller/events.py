@@ -114,6 +114,7 @@ class EventRecorder:
         self._buckets = _LRU(LRU_SIZE)  # object uid -> its spam budget
         self._writers: list[asyncio.Task[None]] = []
         self.dropped = 0  # for tests and the bench; the metric is the operator's view
+        self._dropped_by: dict[str, Any] = {}  # why -> its metric child, bound once
 
     # -- the reconcile side: synchronous, no I/O ------------------------------------
 
@@ -126,6 +127,11 @@ class EventRecorder:
         uid = str(meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}")
         if not self._allow(uid):
             self._drop("spam", reason)
+            return
+        if self._queued >= self.buffer and not self._waiting:
+            # Full, and no queued Event this one could fold into: drop it before paying
+            # for its name (what the checks below would conclude, sooner).
+            self._drop("buffer_full", reason)
             return
         message = message[:MESSAGE_LIMIT]
         digest = hashlib.sha1(f"{uid}/{type_}/{reason}/{message}".encode()).hexdigest()[:10]
@@ -181,7 +187,10 @@ class EventRecorder:
     def _drop(self, why: str, reason: str) -> None:
         self.dropped += 1
         if self.metrics is not None:
-            self.metrics.dropped.labels(why).inc()
+            child = self._dropped_by.get(why)
+            if child is None:
+                child = self._dropped_by[why] = self.metrics.dropped.labels(why)
+            child.inc()
         log.debug("event dropped", why=why, reason=reason)
 
     # -- the writer side: background tasks ------------------------------------------

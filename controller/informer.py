@@ -86,19 +86,62 @@ class Store:
 _COMPACT_DEPTH = 32  # deeper parts (rare; up to jsondepth's 512) are kept as decoded
 
 
-def _compact(value: Any, depth: int = 0, intern: Callable[[str], str] = sys.intern) -> Any:
+def _compact(value: Any, depth: int = 0) -> Any:
     """The same JSON value, with dict keys and short strings interned: every cached
     object repeats the same keys and most of the same values ("True", "Ready", the
     apiVersion...), which are then held once instead of once per object."""
     if depth > _COMPACT_DEPTH:
         return value
-    if isinstance(value, dict):
-        return {intern(k): _compact(v, depth + 1) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_compact(v, depth + 1) for v in value]
-    if isinstance(value, str) and len(value) <= 64:
-        return intern(value)
+    kind = type(value)
+    if kind is dict:
+        return _compact_dict(value, depth)
+    if kind is list:
+        return _compact_list(value, depth)
+    if kind is str and len(value) <= 64:
+        return _intern(value)
     return value
+
+
+# Every cached object passes through these twice per write (its event and our status
+# echo): written as loops over exact JSON types, about twice as fast as one recursive
+# function with isinstance checks.
+def _compact_dict(value: dict[str, Any], depth: int) -> dict[str, Any]:
+    deeper = depth + 1
+    if deeper > _COMPACT_DEPTH:  # its values are kept as decoded
+        return {_intern(k): v for k, v in value.items()}
+    out: dict[str, Any] = {}
+    for k, v in value.items():
+        kind = type(v)
+        if kind is str:
+            if len(v) <= 64:
+                v = _intern(v)
+        elif kind is dict:
+            v = _compact_dict(v, deeper)
+        elif kind is list:
+            v = _compact_list(v, deeper)
+        out[_intern(k)] = v
+    return out
+
+
+def _compact_list(value: list[Any], depth: int) -> list[Any]:
+    deeper = depth + 1
+    if deeper > _COMPACT_DEPTH:
+        return list(value)
+    out: list[Any] = []
+    for v in value:
+        kind = type(v)
+        if kind is str:
+            if len(v) <= 64:
+                v = _intern(v)
+        elif kind is dict:
+            v = _compact_dict(v, deeper)
+        elif kind is list:
+            v = _compact_list(v, deeper)
+        out.append(v)
+    return out
+
+
+_intern = sys.intern
 
 
 def transform(obj: Obj) -> Obj:

@@ -9,6 +9,14 @@ from typing import TextIO
 import structlog
 
 
+class _OnePrinter:
+    def __init__(self, stream: TextIO) -> None:
+        self.printer = structlog.PrintLogger(stream)
+
+    def __call__(self, *args: object) -> structlog.PrintLogger:
+        return self.printer
+
+
 def configure(level: str = "info", json_output: bool = True, stream: TextIO | None = None) -> None:
     numeric = logging.getLevelNamesMapping().get(level.upper(), logging.INFO)
     renderer: structlog.typing.Processor = (
@@ -23,6 +31,8 @@ def configure(level: str = "info", json_output: bool = True, stream: TextIO | No
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.PrintLoggerFactory(stream or sys.stdout),
+        # One printer for every logger: the lazy proxies (not cached, so that a later
+        # configure() applies everywhere) would otherwise build one per log call.
+        logger_factory=_OnePrinter(stream or sys.stdout),
         cache_logger_on_first_use=False,
     )

@@ -37,7 +37,9 @@ def _prune(value: Any) -> Any:
 
 
 def _same(a: Obj, b: Obj) -> bool:
-    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+    # Unequal dicts are never the same JSON (the common case: a status to write), so only
+    # equal ones pay for the exact comparison (== takes True for 1 and 1 for 1.0).
+    return a == b and json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
 
 
 class StatusWriter:
