@@ -8,6 +8,7 @@ fields go away without leaving empty lists behind.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import yaml
@@ -138,3 +139,16 @@ async def test_owner_references_merge_by_uid(apiserver: ApiServerProcess) -> Non
     # Dropping ours leaves theirs.
     status, obj = await apply(url, deployment(), "ctl")
     assert owners(obj) == ["theirs"]
+
+
+async def test_apply_bodies_in_json_and_in_flow_yaml(apiserver: ApiServerProcess) -> None:
+    """JSON (what controllers send, decoded fast) and YAML that merely starts with a
+    brace (flow style) are both apply bodies."""
+    as_json = json.dumps(yaml.safe_load(deployment()))
+    status, obj = await apply(apiserver.url, as_json, "ctl")
+    assert status in (200, 201), obj
+    flow = yaml.safe_dump(yaml.safe_load(deployment()), default_flow_style=True)
+    assert flow.startswith("{") and not flow.startswith('{"')
+    status, obj = await apply(apiserver.url, flow, "other")
+    assert status == 200, obj
+    assert {e["manager"] for e in obj["metadata"]["managedFields"]} >= {"ctl", "other"}

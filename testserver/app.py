@@ -178,6 +178,12 @@ class ApiServer:
             return None
         try:
             if request.content_type == APPLY:
+                # JSON is YAML, and what controllers send: json.loads is C, safe_load is not.
+                if raw.lstrip()[:1] == b"{":
+                    try:
+                        return json.loads(raw)
+                    except ValueError:
+                        pass  # YAML in flow style, not JSON
                 return yaml.safe_load(raw)
             if request.content_type == PROTOBUF:
                 return decode(raw)

@@ -10,12 +10,11 @@ they changed, once an object has managed fields (or the request names a fieldMan
 
 from __future__ import annotations
 
-import copy
 import json
 from datetime import UTC, datetime
 from typing import Any
 
-from .storage import Obj, StorageError
+from .storage import Obj, StorageError, clone
 
 Path = tuple[str, ...]
 _SKIPPED_META = {"labels", "annotations"}
@@ -198,6 +197,11 @@ def _prune_emptied(obj: Obj, path: Path, kept: set[Path]) -> None:
         _remove(obj, parent)
 
 
+def _copy(value: Any) -> Any:
+    """JSON data copied (scalars are immutable: no copy); the hot path of every apply."""
+    return clone(value) if isinstance(value, dict | list) else value
+
+
 def merge(current: Any, applied: Any, schema: Obj | None, builtin: bool, field: str = "") -> Any:
     """The applied configuration laid over the current object."""
     if isinstance(current, dict) and isinstance(applied, dict):
@@ -217,9 +221,9 @@ def merge(current: Any, applied: Any, schema: Obj | None, builtin: bool, field: 
                     index = result.index(by_key[token])
                     result[index] = merge(by_key[token], item, item_schema, builtin)
                 else:
-                    result.append(copy.deepcopy(item))
+                    result.append(_copy(item))
             return result
-    return copy.deepcopy(applied)
+    return _copy(applied)
 
 
 def _entries(obj: Obj) -> list[Obj]:
@@ -272,7 +276,7 @@ def server_side_apply(
             "value: is required for apply patch",
         )
     api_version = applied.get("apiVersion", "")
-    base = copy.deepcopy(current) if current is not None else {}
+    base = clone(current) if current is not None else {}
     new_fields = object_fields(applied, schema, builtin, status)
     entries = _entries(base)
     conflicts: list[tuple[str, str, Path]] = []
@@ -335,7 +339,7 @@ def server_side_apply(
         )
     for key in ("name", "generateName", "namespace", "finalizers"):
         if key in meta_applied:
-            meta[key] = copy.deepcopy(meta_applied[key])
+            meta[key] = _copy(meta_applied[key])
     others: set[Path] = set()
     for e in kept:
         others |= _owned(e)
