@@ -140,6 +140,15 @@ def runtime_problems(
                     f"{', '.join(allowed)}",
                 )
             )
+    port = opts.value("--port")
+    if port is not None and not (port.isdigit() and 0 < int(port) < 65536):
+        problems.append(
+            Problem(
+                INVALID_RUNTIME_CONFIG,
+                f"spec.extraArgs: --port {port!r} is not a port number (1-65535); the "
+                "runtime would exit, and the container port, probes and Service follow it",
+            )
+        )
     gpus = pod_gpus(model, service, claimed_devices)
     wanted, how = parallelism(runtime, rt, service.multi_node is not None)
     if gpus and wanted > gpus:

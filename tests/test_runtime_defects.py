@@ -403,3 +403,12 @@ def test_5_parallelism_counts_claimed_devices_data_and_pipeline_parallel() -> No
     dp_attention = ["--tp-size", "8", "--dp-size", "8", "--enable-dp-attention"]
     assert _refusal(eight, "sglang", extraArgs=dp_attention) == ""
     assert "= 64 GPUs" in _refusal(eight, "sglang", extraArgs=dp_attention[:4])
+
+
+# 2 (continued): a user port that is no port number is refused, not silently replaced.
+def test_2_a_user_port_that_is_not_a_number_is_refused() -> None:
+    for runtime, spelling in (("tgi", "-p"), ("vllm", "--port"), ("llamacpp", "--port")):
+        model = gpu_model(1) if runtime != "llamacpp" else parse_model({"source": "/m.gguf"})
+        message = _refusal(model, runtime, extraArgs=[spelling, "abc"])
+        assert "InvalidRuntimeConfig" in message and "'abc'" in message, (runtime, message)
+        assert _refusal(model, runtime, extraArgs=[spelling, "9000"]) == ""
