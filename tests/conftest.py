@@ -133,11 +133,26 @@ spec:
 
 
 # spec.hardware.gpu of a Model with count 2 on the per-pod template "two-gpus".
-TWO_GPU_CLAIMS = """\
-      enabled: true
-      count: 2
-      resourceClaims:
-        - {name: gpus, resourceClaimTemplateName: two-gpus}"""
+def two_gpu_claims(count: int | None = None) -> str:
+    """spec.hardware.gpu (indented 6) of a Model on the two-gpus template; count if given."""
+    counted = f"      count: {count}\n" if count is not None else ""
+    return (
+        f"      enabled: true\n{counted}      resourceClaims:\n"
+        "        - {name: gpus, resourceClaimTemplateName: two-gpus}"
+    )
+
+
+TWO_GPU_CLAIMS = two_gpu_claims(2)
+
+
+def quota_yaml(limit: int, name: str = "team", scope: str = "namespaceRef: default") -> str:
+    return f"""
+apiVersion: inference.llmkube.dev/v1alpha1
+kind: GPUQuota
+metadata: {{name: {name}}}
+spec: {{gpuCount: {limit}, {scope}}}
+"""
+
 
 TEMPLATE_YAML = """
 apiVersion: resource.k8s.io/v1

@@ -22,7 +22,16 @@ from controller.resources import (
 from reconcilers.inferenceservice import live_pods
 from testserver.process import ApiServerProcess
 
-from .conftest import condition, eventually, isvc_yaml, model_yaml, reapply, wait_condition
+from .conftest import (
+    condition,
+    eventually,
+    isvc_yaml,
+    model_yaml,
+    quota_yaml,
+    reapply,
+    two_gpu_claims,
+    wait_condition,
+)
 from .dra_cluster import allocation, args_of, deployment, dra_cluster, without_count
 
 Obj = dict[str, Any]
@@ -99,11 +108,7 @@ async def test_count_wins_and_a_mismatch_says_both_numbers(cluster: Cluster) -> 
     isvc = await wait_condition(
         kube, INFERENCE_SERVICE, "qwen3-32b", "DeviceCount", "True", "CountMatchesClaims"
     )
-    gpu = """\
-      enabled: true
-      count: 1
-      resourceClaims:
-        - {name: gpus, resourceClaimTemplateName: two-gpus}"""
+    gpu = two_gpu_claims(1)
     await reapply(kube, model_yaml("m", gpu))
     await reapply(kube, isvc_yaml("svc", "m"))
     isvc = await wait_condition(
@@ -212,10 +217,7 @@ async def test_template_deleted_under_running_pods_keeps_their_size(cluster: Clu
 async def test_parallelism_above_the_claimed_devices_is_refused(cluster: Cluster) -> None:
     """No count: the two-gpus template gives each pod 2 devices, so TP 4 cannot start."""
     kube, _, _ = cluster
-    gpu = """\
-      enabled: true
-      resourceClaims:
-        - {name: gpus, resourceClaimTemplateName: two-gpus}"""
+    gpu = two_gpu_claims()
     await apply_text(kube, without_count("multi-gpu.yaml"))  # creates the two-gpus template
     await reapply(kube, model_yaml("m", gpu))
     await reapply(kube, isvc_yaml("svc", "m", extra="  vllmConfig: {tensorParallelSize: 4}"))
@@ -243,21 +245,9 @@ async def test_a_quota_that_scales_a_service_down_for_its_devices_keeps_it_down(
     """
     kube, _, _ = cluster
     await apply_text(kube, without_count("multi-gpu.yaml"))  # the two-gpus template
-    gpu = """\
-      enabled: true
-      count: 1
-      resourceClaims:
-        - {name: gpus, resourceClaimTemplateName: two-gpus}"""
+    gpu = two_gpu_claims(1)
     await reapply(kube, model_yaml("m", gpu))
-    await reapply(
-        kube,
-        """
-apiVersion: inference.llmkube.dev/v1alpha1
-kind: GPUQuota
-metadata: {name: one}
-spec: {gpuCount: 1, namespaceRef: default}
-""",
-    )
+    await reapply(kube, quota_yaml(1, name="one"))
     await reapply(kube, isvc_yaml("svc", "m"))
 
     async def scaled_down_remembering() -> Obj | None:
@@ -294,20 +284,9 @@ async def test_a_refused_change_keeps_the_running_workload_charged(cluster: Clus
     second service does not get the same GPUs, and `kubectl scale` keeps its selector."""
     kube, _, _ = cluster
     await apply_text(kube, without_count("multi-gpu.yaml"))
-    gpu = """\
-      enabled: true
-      resourceClaims:
-        - {name: gpus, resourceClaimTemplateName: two-gpus}"""
+    gpu = two_gpu_claims()
     await reapply(kube, model_yaml("m", gpu))
-    await reapply(
-        kube,
-        """
-apiVersion: inference.llmkube.dev/v1alpha1
-kind: GPUQuota
-metadata: {name: q}
-spec: {gpuCount: 4, namespaceRef: default}
-""",
-    )
+    await reapply(kube, quota_yaml(4, name="q"))
     await reapply(kube, isvc_yaml("a", "m"))
     await allocation(kube, "a", "2/2")
     await reapply(kube, isvc_yaml("a", "m", extra="  vllmConfig: {tensorParallelSize: 4}"))

@@ -17,7 +17,9 @@ from .conftest import (
     condition,
     eventually,
     model_yaml,
+    quota_yaml,
     reapply,
+    two_gpu_claims,
     wait_condition,
 )
 from .conftest import (
@@ -26,19 +28,7 @@ from .conftest import (
 
 Obj = dict[str, Any]
 COUNTED = TWO_GPU_CLAIMS
-UNCOUNTED = """\
-      enabled: true
-      resourceClaims:
-        - {name: gpus, resourceClaimTemplateName: two-gpus}"""
-
-
-def quota_yaml(limit: int, name: str = "team", scope: str = "namespaceRef: default") -> str:
-    return f"""
-apiVersion: inference.llmkube.dev/v1alpha1
-kind: GPUQuota
-metadata: {{name: {name}}}
-spec: {{gpuCount: {limit}, {scope}}}
-"""
+UNCOUNTED = two_gpu_claims()
 
 
 def isvc_yaml(name: str, model: str, replicas: int, gpu: int | None = None) -> str:

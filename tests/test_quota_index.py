@@ -40,8 +40,8 @@ from reconcilers.quota import (
 )
 from testserver.process import ApiServerProcess
 
-from .conftest import eventually, reapply
-from .test_gpuquota import isvc_yaml, quota_yaml, replicas
+from .conftest import eventually, quota_yaml, reapply
+from .test_gpuquota import isvc_yaml, replicas
 
 Obj = dict[str, Any]
 GROUP = "/apis/inference.llmkube.dev/v1alpha1"
