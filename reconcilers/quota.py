@@ -95,12 +95,16 @@ def _non_negative_int(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
-def allocated_devices(isvc: Obj) -> tuple[int, int]:
-    """(allocatedDevices, allocatedPods) from status.allocation; (0, 0) when absent."""
+def _allocation(isvc: Obj) -> Obj:
+    """status.allocation, or {} when absent or malformed."""
     status = isvc.get("status")
     allocation = status.get("allocation") if isinstance(status, dict) else None
-    if not isinstance(allocation, dict):
-        return 0, 0
+    return allocation if isinstance(allocation, dict) else {}
+
+
+def allocated_devices(isvc: Obj) -> tuple[int, int]:
+    """(allocatedDevices, allocatedPods) from status.allocation; (0, 0) when absent."""
+    allocation = _allocation(isvc)
     return (
         _non_negative_int(allocation.get("allocatedDevices")),
         _non_negative_int(allocation.get("allocatedPods")),
@@ -114,12 +118,7 @@ def charge_per_replica(isvc: Obj, model: ModelSpec, service: InferenceServiceSpe
         devices, pods = allocated_devices(isvc)
         if pods > 0:
             return -(-devices // pods)
-        allocation = (isvc.get("status") or {}).get("allocation")
-        kept = (
-            _non_negative_int(allocation.get("devicesPerPod"))
-            if isinstance(allocation, dict)
-            else 0
-        )
+        kept = _non_negative_int(_allocation(isvc).get("devicesPerPod"))
         if kept:
             return kept
     return replica_charge(model, service)
