@@ -19,6 +19,7 @@ import json
 import re
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from prometheus_client import generate_latest
@@ -65,32 +66,30 @@ def _conditions(obj: Obj | None) -> str:
     )
 
 
-async def _wait_ready(client: KubeClient, names: list[str], timeout: float) -> bool:
+async def _wait_all(
+    client: KubeClient, names: list[str], timeout: float, done: Callable[[Obj], bool]
+) -> bool:
+    """Until done(status) holds for every named service, or the timeout."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        ready = 0
-        for name in names:
-            isvc = await client.get(INFERENCE_SERVICE, "default", name)
-            ready += ((isvc or {}).get("status") or {}).get("phase") == "Ready"
-        if ready == len(names):
+        statuses = [
+            ((await client.get(INFERENCE_SERVICE, "default", name)) or {}).get("status") or {}
+            for name in names
+        ]
+        if all(done(status) for status in statuses):
             return True
         await asyncio.sleep(0.1)
     return False
 
 
-async def _wait_allocated(client: KubeClient, names: list[str], timeout: float) -> bool:
-    """Until every service's status shows all its expected devices allocated."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        done = 0
-        for name in names:
-            isvc = await client.get(INFERENCE_SERVICE, "default", name)
-            alloc = ((isvc or {}).get("status") or {}).get("allocation") or {}
-            done += bool(alloc) and alloc.get("allocatedDevices") == alloc.get("expectedDevices")
-        if done == len(names):
-            return True
-        await asyncio.sleep(0.1)
-    return False
+def _ready(status: Obj) -> bool:
+    return bool(status.get("phase") == "Ready")
+
+
+def _allocated(status: Obj) -> bool:
+    """Every expected device of the service allocated."""
+    alloc = status.get("allocation") or {}
+    return bool(alloc) and alloc.get("allocatedDevices") == alloc.get("expectedDevices")
 
 
 async def _report(client: KubeClient, manager: Manager, names: list[str]) -> None:
@@ -208,9 +207,9 @@ async def demo(keep_running: bool = False) -> int:
             print(f"Model claims-and-resource-name (breaks a rule) rejected: {e.message}")
             ok_rejected = True
         names = ["qwen3-embedding", "qwen3-32b", FROM_CLAIMS]
-        ok = await _wait_ready(client, names, timeout=30) and ok_rejected
+        ok = await _wait_all(client, names, 30, _ready) and ok_rejected
         await manager.wait_idle()
-        ok = ok and await _wait_allocated(client, names, timeout=10)
+        ok = ok and await _wait_all(client, names, 10, _allocated)
         await _report(client, manager, names)
         for name in (names[1], FROM_CLAIMS):
             print(f"\n$ kubectl llmkube status {name}")
