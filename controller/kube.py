@@ -23,8 +23,9 @@ import os
 import re
 import ssl
 import time
-from collections.abc import AsyncIterator, Callable
-from typing import Any
+import urllib.parse
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
 
 import aiohttp
 import yarl
@@ -32,6 +33,7 @@ from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
 
 from . import jsondepth
+from .http1 import ConnectionPool, Reply
 from .resources import ResourceType
 
 Obj = dict[str, Any]
@@ -44,6 +46,8 @@ RETRIES = 3  # requests retried after a Retry-After wait, as client-go's maxRetr
 # A path made of these characters needs no percent-encoding: it is handed to yarl as
 # already encoded, which spares a parse-and-quote of every request's URL.
 _PLAIN_PATH = re.compile(r"[A-Za-z0-9._~:@!$&'()*+,;=/-]*")
+_WITH_BODY = frozenset({"POST", "PUT", "PATCH"})  # sent with a Content-Length even if empty
+_R = TypeVar("_R")
 
 
 def dumps(value: Any) -> bytes:
@@ -171,17 +175,24 @@ def _ssl_context(configuration: k8s_client.Configuration) -> ssl.SSLContext:
     if not configuration.verify_ssl:
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
+    if getattr(configuration, "disable_strict_ssl_verification", False):
+        context.verify_flags &= ~ssl.VERIFY_X509_STRICT
     return context
 
 
-def _raise_for_status(response: aiohttp.ClientResponse, data: bytes) -> None:
+def _raise_for_status(status: int, retry_after: str | None, data: bytes) -> None:
     """An error answer as its typed ApiError, with the server's Retry-After."""
-    if response.status >= 400:
-        raise error_from(
-            response.status,
-            data.decode(errors="replace"),
-            parse_retry_after(response.headers.get("Retry-After")),
-        )
+    if status >= 400:
+        raise error_from(status, data.decode(errors="replace"), parse_retry_after(retry_after))
+
+
+def _target(prefix: str, path: str, query: dict[str, str] | None) -> str:
+    """The request target: the server URL's own path, ours, and the query, encoded."""
+    if not _PLAIN_PATH.fullmatch(path):
+        path = urllib.parse.quote(path, safe="/:@!$&'()*+,;=-._~")
+    if query:
+        return f"{prefix}{path}?{urllib.parse.urlencode(query, quote_via=urllib.parse.quote)}"
+    return prefix + path
 
 
 class KubeClient:
@@ -200,38 +211,55 @@ class KubeClient:
         # raises Fenced without being sent.
         self.fence: Callable[[str], bool] | None = None
         self.host = str(configuration.host).rstrip("/")
+        self._url = urllib.parse.urlsplit(self.host)
+        self._prefix = self._url.path.rstrip("/")  # a server URL may carry a path
         self._plain_host = re.fullmatch(r"[A-Za-z0-9.:/\[\]-]*", self.host) is not None
         self.timeout = timeout
         self._default_timeout = aiohttp.ClientTimeout(total=timeout)
-        # Headers by content type, built once; each request copies one and adds its auth.
+        # Headers by content type, built once; each request adds its auth.
         self._base_headers: dict[str, dict[str, str]] = {}
+        self._head_lines: dict[str, str] = {}
         self.throttle = Throttle()
         proxy = getattr(configuration, "proxy", None)
         if trust_env is None:
             trust_env = os.environ.get("LLMKUBE_TRUST_ENV", "false").lower() == "true"
         self.proxy: str | None = proxy or None
-        self._session_args: dict[str, Any] = {
-            "trust_env": trust_env,
-            "pool_size": pool_size,
-        }
+        self.pool_size = pool_size
+        self.trust_env = trust_env
         self._session: aiohttp.ClientSession | None = None
+        # Short requests go over our own keep-alive connections (controller.http1)
+        # unless a proxy may be involved: proxies are aiohttp's to speak to.
+        self.lean = self._url.scheme in ("http", "https") and not proxy and not trust_env
+        self._pool: ConnectionPool | None = None
+
+    def _ssl(self) -> ssl.SSLContext | None:
+        return _ssl_context(self.configuration) if self._url.scheme == "https" else None
 
     @property
     def session(self) -> aiohttp.ClientSession:
+        """aiohttp, for watches and for every request when a proxy may be in the way."""
         # Made lazily, inside the running loop that will use it.
         if self._session is None or self._session.closed:
-            ssl_arg: ssl.SSLContext | bool = (
-                _ssl_context(self.configuration) if self.host.startswith("https") else False
-            )
             connector = aiohttp.TCPConnector(
-                limit=self._session_args["pool_size"], ssl=ssl_arg, keepalive_timeout=30
+                limit=self.pool_size, ssl=self._ssl() or False, keepalive_timeout=30
             )
             self._session = aiohttp.ClientSession(
-                connector=connector,
-                trust_env=self._session_args["trust_env"],
-                json_serialize=json.dumps,
+                connector=connector, trust_env=self.trust_env, json_serialize=json.dumps
             )
         return self._session
+
+    @property
+    def pool(self) -> ConnectionPool:
+        if self._pool is None:
+            default_port = 443 if self._url.scheme == "https" else 80
+            self._pool = ConnectionPool(
+                self._url.hostname or "localhost",
+                self._url.port or default_port,
+                ssl_context=self._ssl(),
+                server_hostname=getattr(self.configuration, "tls_server_name", None),
+                limit=self.pool_size,
+            )
+        return self._pool
 
     @classmethod
     async def connect(
@@ -267,8 +295,21 @@ class KubeClient:
         )
 
     async def close(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
         if self._session is not None:
             await self._session.close()
+
+    async def _auth(self) -> dict[str, str]:
+        """The Authorization header (or other API-key headers), asked for every request."""
+        # auth_settings() runs the Configuration's refresh hook: rotated tokens, exec plugins.
+        auth = await self.configuration.auth_settings()
+        headers: dict[str, str] = {}
+        for setting in auth.values():
+            if setting.get("in") == "header" and setting.get("value"):
+                headers[str(setting["key"])] = str(setting["value"])
+        return headers
 
     async def _headers(self, content_type: str) -> dict[str, str]:
         base = self._base_headers.get(content_type)
@@ -278,13 +319,60 @@ class KubeClient:
                 "Accept": "application/json",
                 "User-Agent": self.user_agent,
             }
-        headers = base.copy()
-        # auth_settings() runs the Configuration's refresh hook: rotated tokens, exec plugins.
-        auth = await self.configuration.auth_settings()
-        for setting in auth.values():
-            if setting.get("in") == "header" and setting.get("value"):
-                headers[str(setting["key"])] = str(setting["value"])
-        return headers
+        return base | await self._auth()
+
+    async def _head(self, method: str, target: str, content_type: str, length: int | None) -> bytes:
+        """The request line and headers for the lean transport."""
+        lines = self._head_lines.get(content_type)
+        if lines is None:
+            lines = self._head_lines[content_type] = (
+                f"Host: {self._url.netloc.rpartition('@')[2]}\r\n"
+                f"User-Agent: {self.user_agent}\r\n"
+                f"Accept: application/json\r\nContent-Type: {content_type}\r\n"
+            )
+        parts = [f"{method} {target} HTTP/1.1\r\n", lines]
+        for name, value in (await self._auth()).items():
+            if "\r" in value or "\n" in value or "\r" in name or "\n" in name:
+                raise ValueError(f"header {name} has a line break: refusing to send it")
+            parts.append(f"{name}: {value}\r\n")
+        if length is not None:
+            parts.append(f"Content-Length: {length}\r\n")
+        parts.append("\r\n")
+        return "".join(parts).encode("latin-1")
+
+    def _timeout(self, timeout: float | aiohttp.ClientTimeout | None) -> aiohttp.ClientTimeout:
+        if timeout is None:
+            if self._default_timeout.total != self.timeout:  # the attribute was changed
+                self._default_timeout = aiohttp.ClientTimeout(total=self.timeout)
+            return self._default_timeout
+        if isinstance(timeout, aiohttp.ClientTimeout):
+            return timeout
+        return aiohttp.ClientTimeout(total=timeout)
+
+    async def _retrying(
+        self,
+        method: str,
+        path: str,
+        send: Callable[[], Awaitable[_R]],
+        answer: Callable[[_R], tuple[int, str | None]],
+        discard: Callable[[_R], None],
+    ) -> _R:
+        """send() after any Retry-After wait on its path; sent again when told to wait."""
+        attempt = 0
+        while True:
+            await self.throttle.wait(path)
+            if method != "GET" and self.fence is not None and not self.fence(path):
+                raise Fenced(path)
+            response = await send()
+            status, header = answer(response)
+            retry_after = parse_retry_after(header)
+            if retry_after is not None and (status == 429 or status >= 500):
+                self.throttle.hold(path, retry_after)
+                if attempt < RETRIES:
+                    attempt += 1
+                    discard(response)
+                    continue
+            return response
 
     async def _send(
         self,
@@ -294,43 +382,63 @@ class KubeClient:
         query: dict[str, str] | None = None,
         body: Any = None,
         content_type: str = "application/json",
+    ) -> Reply:
+        """One short request, its answer read whole."""
+        data = None if body is None else dumps(body)
+
+        async def lean() -> Reply:
+            target = _target(self._prefix, path, query)
+            length = len(data) if data is not None else (0 if method in _WITH_BODY else None)
+            head = await self._head(method, target, content_type, length)
+            return await self.pool.request(method, head, data, self.timeout)
+
+        async def via_aiohttp() -> Reply:
+            async with await self._aiohttp(method, path, query, data, content_type) as r:
+                return Reply(r.status, {k.lower(): v for k, v in r.headers.items()}, await r.read())
+
+        return await self._retrying(
+            method,
+            path,
+            lean if self.lean else via_aiohttp,
+            lambda r: (r.status, r.headers.get("retry-after")),
+            lambda r: None,
+        )
+
+    async def _aiohttp(
+        self,
+        method: str,
+        path: str,
+        query: dict[str, str] | None,
+        data: bytes | None,
+        content_type: str,
         timeout: float | aiohttp.ClientTimeout | None = None,
     ) -> aiohttp.ClientResponse:
-        """One request, after any Retry-After wait on its path; retried when told to wait."""
-        if timeout is None:
-            if self._default_timeout.total != self.timeout:  # the attribute was changed
-                self._default_timeout = aiohttp.ClientTimeout(total=self.timeout)
-            timeout = self._default_timeout
-        elif not isinstance(timeout, aiohttp.ClientTimeout):
-            timeout = aiohttp.ClientTimeout(total=timeout)
-        data = None if body is None else dumps(body)
         url = self.host + path
         target: str | yarl.URL = (
             yarl.URL(url, encoded=True) if self._plain_host and _PLAIN_PATH.fullmatch(path) else url
         )
-        attempt = 0
-        while True:
-            await self.throttle.wait(path)
-            if method != "GET" and self.fence is not None and not self.fence(path):
-                raise Fenced(path)
-            response = await self.session.request(
-                method,
-                target,
-                params=query,
-                data=data,
-                headers=await self._headers(content_type),
-                timeout=timeout,
-                proxy=self.proxy,
-            )
-            status = response.status
-            retry_after = parse_retry_after(response.headers.get("Retry-After"))
-            if retry_after is not None and (status == 429 or status >= 500):
-                self.throttle.hold(path, retry_after)
-                if attempt < RETRIES:
-                    attempt += 1
-                    response.release()
-                    continue
-            return response
+        return await self.session.request(
+            method,
+            target,
+            params=query,
+            data=data,
+            headers=await self._headers(content_type),
+            timeout=self._timeout(timeout),
+            proxy=self.proxy,
+            server_hostname=getattr(self.configuration, "tls_server_name", None),
+        )
+
+    async def _stream(
+        self, path: str, query: dict[str, str], timeout: aiohttp.ClientTimeout
+    ) -> aiohttp.ClientResponse:
+        """A GET whose answer is read as it arrives (a watch), on aiohttp."""
+        return await self._retrying(
+            "GET",
+            path,
+            lambda: self._aiohttp("GET", path, query, None, "application/json", timeout),
+            lambda r: (r.status, r.headers.get("Retry-After")),
+            lambda r: r.release(),
+        )
 
     async def request(
         self,
@@ -341,12 +449,10 @@ class KubeClient:
         body: Any = None,
         content_type: str = "application/json",
     ) -> Obj:
-        response = await self._send(method, path, query=query, body=body, content_type=content_type)
-        async with response:
-            data = await response.read()
-            _raise_for_status(response, data)
-            result: Obj = jsondepth.loads(data) if data else {}
-            return result
+        reply = await self._send(method, path, query=query, body=body, content_type=content_type)
+        _raise_for_status(reply.status, reply.headers.get("retry-after"), reply.body)
+        result: Obj = jsondepth.loads(reply.body) if reply.body else {}
+        return result
 
     # -- verbs -----------------------------------------------------------------
 
@@ -390,10 +496,9 @@ class KubeClient:
         query: dict[str, str],
         on_bad_item: Callable[[jsondepth.TooDeep], None] | None,
     ) -> Obj:
-        response = await self._send("GET", path, query=query)
-        async with response:
-            data = await response.read()
-            _raise_for_status(response, data)
+        reply = await self._send("GET", path, query=query)
+        data = reply.body
+        _raise_for_status(reply.status, reply.headers.get("retry-after"), data)
         # Items sit 2 levels below the List (the List, its items array).
         page_limit = jsondepth.MAX_DEPTH + 2
         if on_bad_item is None or jsondepth.depth(data, page_limit) <= page_limit:
@@ -461,9 +566,7 @@ class KubeClient:
         timeout = aiohttp.ClientTimeout(
             total=None, sock_connect=self.timeout, sock_read=timeout_seconds + self.timeout
         )
-        response = await self._send(
-            "GET", rt.collection_path(namespace), query=query, timeout=timeout
-        )
+        response = await self._stream(rt.collection_path(namespace), query, timeout)
         async with response:
             if response.status >= 400:
                 raise error_from(

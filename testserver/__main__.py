@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import gc
 import signal
+import ssl
 
 from aiohttp import web
 
@@ -30,6 +31,7 @@ async def serve(
     history: int,
     simulate: dict[str, int] | None,
     enforce_schemas: bool = True,
+    tls: tuple[str, str] | None = None,
 ) -> None:
     app = make_app(
         bookmark_interval=bookmark_interval,
@@ -39,14 +41,18 @@ async def serve(
     )
     runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=0.5)
     await runner.setup()
-    site = web.TCPSite(runner, host, port)
+    context = None
+    if tls is not None:  # serve HTTPS, as kube-apiserver does, with the given key pair
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(*tls)
+    site = web.TCPSite(runner, host, port, ssl_context=context)
     await site.start()
     bound = runner.addresses[0][1]
     # What start-up made (modules, CRD schemas, simulated nodes) lives as long as the
     # process: out of the collector's full passes, which would pause every request.
     gc.collect()  # garbage first: what is frozen is never collected
     gc.freeze()
-    print(f"LISTENING http://{host}:{bound}", flush=True)
+    print(f"LISTENING {'https' if tls else 'http'}://{host}:{bound}", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -78,7 +84,12 @@ def main() -> None:
         action="store_true",
         help="store custom resources without checking them against their CRD's schema",
     )
+    # kube-apiserver's names for its serving certificate and key
+    parser.add_argument("--tls-cert-file", help="serve HTTPS with this certificate (PEM)")
+    parser.add_argument("--tls-private-key-file", help="the certificate's key (PEM)")
     args = parser.parse_args()
+    if bool(args.tls_cert_file) != bool(args.tls_private_key_file):
+        parser.error("--tls-cert-file and --tls-private-key-file go together")
     asyncio.run(
         serve(
             args.host,
@@ -87,6 +98,7 @@ def main() -> None:
             args.history,
             args.simulate_cluster,
             enforce_schemas=not args.no_schema_validation,
+            tls=(args.tls_cert_file, args.tls_private_key_file) if args.tls_cert_file else None,
         )
     )
 

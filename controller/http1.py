@@ -1,0 +1,282 @@
+"""Keep-alive HTTP/1.1 connections for the apiserver's short requests.
+
+A reconcile's status PATCH is most of its cost, and aiohttp's client spends about as
+much CPU on one request (tracing hooks, cookie jar, redirects, URL and multidict
+objects, a task per body write) as the rest of the reconcile. An apiserver answer needs
+none of that: one request at a time per connection, a Content-Length or chunked body,
+read whole. This module does only that, on asyncio protocols; watches (long streams)
+and proxied set-ups stay on aiohttp.
+
+Failures surface as aiohttp's exception types (ClientOSError for a connection that
+could not be made, ServerDisconnectedError for one that closed mid-answer) so callers
+handle both transports alike. As Go's net/http and aiohttp do, a request that finds its
+kept-alive connection closed under it is sent again on a new connection only when its
+method is idempotent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from dataclasses import dataclass
+
+import aiohttp
+
+IDEMPOTENT = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
+MAX_HEAD = 64 * 1024  # status line + headers; the apiserver sends a few hundred bytes
+IDLE_SECONDS = 30.0  # a connection idle longer is closed rather than reused
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    status: int
+    headers: dict[str, str]  # lower-case names; a repeated header keeps its last value
+    body: bytes
+
+
+class _Disconnected(aiohttp.ServerDisconnectedError):
+    """Closed before any byte of the answer: safe to resend an idempotent request."""
+
+
+class _Connection(asyncio.Protocol):
+    """One socket; parses the answer to the single request in flight."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.closed = False
+        self.idle_since = 0.0
+        self._buf = bytearray()
+        self._waiter: asyncio.Future[Reply] | None = None
+        self._no_body = False  # HEAD: the answer's headers describe a body never sent
+        self._state = "idle"  # idle, head, length, chunk-size, chunk-data, until-close
+        self._status = 0
+        self._headers: dict[str, str] = {}
+        self._remaining = 0
+        self._chunks: list[bytes] = []
+        self.reusable = True
+
+    # -- asyncio.Protocol ----------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self._buf += data
+        if self._waiter is None:
+            if self._buf.strip():  # bytes nobody asked for: never reuse this socket
+                self._close()
+            else:
+                self._buf.clear()
+            return
+        try:
+            self._parse()
+        except ValueError as e:
+            self._fail(aiohttp.ClientPayloadError(f"malformed answer from the server: {e}"))
+            self._close()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        if self._waiter is None or self._waiter.done():
+            return
+        if self._state == "until-close":
+            self._finish(bytes(self._buf))
+        elif self._state == "head" and not self._buf:
+            self._fail(_Disconnected("connection closed before an answer"))
+        else:
+            self._fail(aiohttp.ServerDisconnectedError("connection closed mid-answer"))
+
+    # -- one exchange --------------------------------------------------------------
+
+    def send(self, head: bytes, body: bytes | None, no_body: bool) -> asyncio.Future[Reply]:
+        assert self.transport is not None and self._state == "idle"
+        self._waiter = asyncio.get_running_loop().create_future()
+        self._state, self._no_body, self._buf = "head", no_body, bytearray()
+        # One write: the transport buffers what the socket does not take at once.
+        self.transport.write(head + body if body else head)
+        return self._waiter
+
+    def abandon(self) -> None:
+        """The caller gave up (timeout, cancel): the socket's state is unknown."""
+        self._waiter = None
+        self._close()
+
+    def _close(self) -> None:
+        self.reusable = False
+        self.closed = True
+        if self.transport is not None:
+            self.transport.close()
+
+    def _fail(self, error: Exception) -> None:
+        self.reusable = False
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_exception(error)
+
+    def _finish(self, body: bytes) -> None:
+        waiter, self._waiter = self._waiter, None
+        self._state = "idle"
+        if self._buf:  # more than the answer: the stream is out of step
+            self.reusable = False
+        if waiter is not None and not waiter.done():
+            waiter.set_result(Reply(self._status, self._headers, body))
+
+    def _parse(self) -> None:
+        buf = self._buf
+        while self._waiter is not None:
+            state = self._state
+            if state == "head":
+                end = buf.find(b"\r\n\r\n")
+                if end < 0:
+                    if len(buf) > MAX_HEAD:
+                        raise ValueError("header section too large")
+                    return
+                head = bytes(buf[:end])
+                del buf[: end + 4]
+                self._read_head(head)
+            elif state == "length":
+                if len(buf) < self._remaining:
+                    return
+                body = bytes(buf[: self._remaining])
+                del buf[: self._remaining]
+                self._finish(body)
+            elif state == "chunk-size":
+                end = buf.find(b"\r\n")
+                if end < 0:
+                    if len(buf) > MAX_HEAD:
+                        raise ValueError("chunk size line too long")
+                    return
+                size = int(bytes(buf[:end]).split(b";", 1)[0].strip(), 16)
+                if size < 0:
+                    raise ValueError("negative chunk size")
+                del buf[: end + 2]
+                if size:
+                    self._state, self._remaining = "chunk-data", size
+                else:
+                    self._state = "trailers"
+            elif state == "chunk-data":
+                if len(buf) < self._remaining + 2:
+                    return
+                if buf[self._remaining : self._remaining + 2] != b"\r\n":
+                    raise ValueError("chunk not followed by CRLF")
+                self._chunks.append(bytes(buf[: self._remaining]))
+                del buf[: self._remaining + 2]
+                self._state = "chunk-size"
+            elif state == "trailers":  # none or more header lines, then an empty one
+                end = buf.find(b"\r\n")
+                if end < 0:
+                    return
+                del buf[: end + 2]
+                if end == 0:
+                    body, self._chunks = b"".join(self._chunks), []
+                    self._finish(body)
+            else:  # until-close: the body ends with the connection
+                return
+
+    def _read_head(self, head: bytes) -> None:
+        lines = head.decode("latin-1").split("\r\n")
+        version, _, rest = lines[0].partition(" ")
+        if not version.startswith("HTTP/1."):
+            raise ValueError(f"not an HTTP/1.x status line: {lines[0][:80]!r}")
+        status = int(rest[:3])
+        headers: dict[str, str] = {}
+        for line in lines[1:]:
+            name, sep, value = line.partition(":")
+            if not sep:
+                raise ValueError(f"malformed header line: {line[:80]!r}")
+            headers[name.strip().lower()] = value.strip()
+        if 100 <= status < 200:  # an interim answer (100 Continue): the real one follows
+            return
+        self._status, self._headers = status, headers
+        connection = headers.get("connection", "").lower()
+        if "close" in connection or (version == "HTTP/1.0" and "keep-alive" not in connection):
+            self.reusable = False
+        if self._no_body or status in (204, 304):
+            self._finish(b"")
+        elif "chunked" in headers.get("transfer-encoding", "").lower():
+            self._state, self._chunks = "chunk-size", []
+        elif "content-length" in headers:
+            length = int(headers["content-length"])
+            if length < 0:
+                raise ValueError("negative Content-Length")
+            self._state, self._remaining = "length", length
+        else:
+            self._state, self.reusable = "until-close", False
+
+
+class ConnectionPool:
+    """Kept-alive connections to one host; at most `limit` requests in flight."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        ssl_context: ssl.SSLContext | None,
+        server_hostname: str | None = None,
+        limit: int,
+        idle_seconds: float = IDLE_SECONDS,
+    ) -> None:
+        self.host, self.port = host, port
+        self.ssl_context = ssl_context
+        self.server_hostname = server_hostname or host  # the name the certificate must carry
+        self.idle_seconds = idle_seconds
+        self.opened = 0  # connections made over the pool's life (tests read it)
+        self._idle: list[_Connection] = []
+        self._slots = asyncio.Semaphore(limit)
+        self._closed = False
+
+    async def request(
+        self, method: str, head: bytes, body: bytes | None, timeout: float | None
+    ) -> Reply:
+        """Send head (request line and headers, ending in a blank line) and body."""
+        async with asyncio.timeout(timeout), self._slots:
+            while True:
+                conn, reused = await self._acquire()
+                try:
+                    reply = await conn.send(head, body, method == "HEAD")
+                except _Disconnected:
+                    if reused and method in IDEMPOTENT:
+                        continue  # the server had closed the kept-alive socket: resend once
+                    raise
+                except BaseException:
+                    conn.abandon()
+                    raise
+                self._release(conn)
+                return reply
+
+    async def _acquire(self) -> tuple[_Connection, bool]:
+        if self._closed:
+            raise aiohttp.ClientConnectionError("connection pool is closed")
+        now = asyncio.get_running_loop().time()
+        while self._idle:
+            conn = self._idle.pop()
+            if not conn.closed and now - conn.idle_since < self.idle_seconds:
+                return conn, True
+            conn.abandon()
+        try:
+            _, conn = await asyncio.get_running_loop().create_connection(
+                _Connection,
+                self.host,
+                self.port,
+                ssl=self.ssl_context,
+                server_hostname=self.server_hostname if self.ssl_context else None,
+            )
+        except OSError as e:
+            raise aiohttp.ClientOSError(
+                e.errno, f"cannot connect to {self.host}:{self.port}: {e.strerror or e}"
+            ) from e
+        self.opened += 1
+        return conn, False
+
+    def _release(self, conn: _Connection) -> None:
+        if self._closed or conn.closed or not conn.reusable:
+            conn.abandon()
+            return
+        conn.idle_since = asyncio.get_running_loop().time()
+        self._idle.append(conn)
+
+    def close(self) -> None:
+        self._closed = True
+        for conn in self._idle:
+            conn.abandon()
+        self._idle.clear()
