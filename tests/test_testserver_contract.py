@@ -69,6 +69,18 @@ async def test_conflicts_and_generation(apiserver: ApiServerProcess) -> None:
     # With a status subresource: status and metadata changes leave generation alone.
     _, w = await call(url, "PATCH", f"{WIDGETS}/w/status", {"status": {"replicas": 2}}, MERGE)
     assert w["metadata"]["generation"] == 2 and w["status"] == {"replicas": 2}
+    # The status subresource changes status only; a stale resourceVersion is a conflict.
+    # What it ignores is not validated either: neither is valid here.
+    ignored = ({"spec": {"replicas": 99}}, {"metadata": {"labels": {"s": "not valid!"}}})
+    for n, other in enumerate(ignored):
+        patch = {**other, "status": {"replicas": n + 3}}
+        _, w = await call(url, "PATCH", f"{WIDGETS}/w/status", patch, MERGE)
+        assert w["spec"]["replicas"] == 2 and "labels" not in w["metadata"]
+        assert w["status"] == {"replicas": n + 3}
+    stale_status = {"metadata": {"resourceVersion": stale}, "status": {"replicas": 4}}
+    status, _ = await call(url, "PATCH", f"{WIDGETS}/w/status", stale_status, MERGE)
+    assert status == 409
+    _, w = await call(url, "PATCH", f"{WIDGETS}/w/status", {"status": {"replicas": 2}}, MERGE)
     _, w = await call(url, "PATCH", f"{WIDGETS}/w", {"metadata": {"labels": {"a": "b"}}}, MERGE)
     assert w["metadata"]["generation"] == 2
     _, w = await call(url, "PATCH", f"{WIDGETS}/w", {"status": {"replicas": 5}}, MERGE)

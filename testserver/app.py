@@ -392,11 +392,15 @@ class ApiServer:
         dry_run: bool,
         sub: str | None = None,
         applied: bool = False,
+        private_status_patch: bool = False,
     ) -> web.Response:
         sub = t.subresource if sub is None else sub
         obj["apiVersion"], obj["kind"] = t.reg.rt.api_version, t.reg.rt.kind
         # Validate the object as it will be stored: one part comes from the old object.
-        if sub == "status":
+        if sub == "status" and private_status_patch:
+            candidate = obj  # a copy of old made for this request, changed only in status
+            candidate.setdefault("status", {})
+        elif sub == "status":
             candidate = clone({**old, "status": obj.get("status", {})})
             candidate["metadata"]["resourceVersion"] = (obj.get("metadata") or {}).get(
                 "resourceVersion"
@@ -452,7 +456,17 @@ class ApiServer:
         patched.setdefault("metadata", {})["resourceVersion"] = (
             patch_rv or current["metadata"]["resourceVersion"]
         )
-        return await self._store_update(t, patched, current, dry_run)
+        # A status patch that names nothing but status (and a resourceVersion) leaves the
+        # rest of the copy as stored: it needs no second copy to reset the other parts.
+        status_only = (
+            t.subresource == "status"
+            and isinstance(body, dict)
+            and body.keys() <= {"status", "metadata"}
+            and (body.get("metadata") or {}).keys() <= {"resourceVersion"}
+        )
+        return await self._store_update(
+            t, patched, current, dry_run, private_status_patch=status_only
+        )
 
     async def _apply(
         self, request: web.Request, t: Target, body: Any, dry_run: bool

@@ -26,7 +26,8 @@ def merge_patch(target: Any, patch: Any) -> Any:
 def _merge_into(result: Any, patch: Any) -> Any:
     """Merge patch into result, which is the caller's own copy."""
     if not isinstance(patch, dict):
-        return clone(patch)
+        # Strings and numbers are immutable: only containers need a copy of their own.
+        return clone(patch) if isinstance(patch, list) else patch
     if not isinstance(result, dict):
         result = {}
     for key, value in patch.items():
