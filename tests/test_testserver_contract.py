@@ -71,7 +71,10 @@ async def test_conflicts_and_generation(apiserver: ApiServerProcess) -> None:
     assert w["metadata"]["generation"] == 2 and w["status"] == {"replicas": 2}
     # The status subresource changes status only; a stale resourceVersion is a conflict.
     # What it ignores is not validated either: neither is valid here.
-    ignored = ({"spec": {"replicas": 99}}, {"metadata": {"labels": {"s": "not valid!"}}})
+    ignored: list[dict[str, Any]] = [
+        {"spec": {"replicas": 99}},
+        {"metadata": {"labels": {"s": "not valid!"}}},
+    ]
     for n, other in enumerate(ignored):
         patch = {**other, "status": {"replicas": n + 3}}
         _, w = await call(url, "PATCH", f"{WIDGETS}/w/status", patch, MERGE)
