@@ -4,6 +4,8 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
+# make bench BENCH_ARGS='--repeat 3': options of python -m bench (see --help)
+BENCH_ARGS ?=
 STAMP  := $(VENV)/.installed
 
 .PHONY: install demo test lint typecheck pytest bench wheels sync-data clean crds
@@ -53,7 +55,7 @@ crds: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/pip install --quiet -e '.[dev,bench]' || echo "kopf not installed: the bench runs without it"
-	$(BIN)/python -m bench
+	$(BIN)/python -m bench $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache dist build packaging/testserver/build
