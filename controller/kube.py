@@ -50,9 +50,12 @@ _WITH_BODY = frozenset({"POST", "PUT", "PATCH"})  # sent with a Content-Length e
 _R = TypeVar("_R")
 
 
+_COMPACT_JSON = json.JSONEncoder(separators=(",", ":"))  # json.dumps builds one per call
+
+
 def dumps(value: Any) -> bytes:
     """A request body: compact JSON (the apiserver does not care for spaces)."""
-    return json.dumps(value, separators=(",", ":")).encode()
+    return _COMPACT_JSON.encode(value).encode()
 
 
 class ApiError(Exception):
