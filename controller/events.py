@@ -31,6 +31,7 @@ import structlog
 
 from metrics.events import EventMetrics
 
+from . import logging as log_setup
 from .kube import ApiError, KubeClient
 from .resources import EVENT
 
@@ -191,7 +192,8 @@ class EventRecorder:
             if child is None:
                 child = self._dropped_by[why] = self.metrics.dropped.labels(why)
             child.inc()
-        log.debug("event dropped", why=why, reason=reason)
+        if log_setup.debug_enabled:  # a filtered call still costs a bound logger
+            log.debug("event dropped", why=why, reason=reason)
 
     # -- the writer side: background tasks ------------------------------------------
 
