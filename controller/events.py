@@ -24,7 +24,6 @@ import socket
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 import structlog
@@ -32,6 +31,7 @@ import structlog
 from metrics.events import EventMetrics
 
 from . import logging as log_setup
+from .clock import now as _now
 from .kube import ApiError, KubeClient
 from .resources import EVENT
 
@@ -48,10 +48,6 @@ LRU_SIZE = 4096
 SPAM_BURST = 25
 SPAM_QPS = 1 / 300
 MESSAGE_LIMIT = 1024
-
-
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class _LRU(OrderedDict[str, Any]):
