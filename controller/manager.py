@@ -199,12 +199,14 @@ class Manager:
         if watch.predicates is None and primary:
             predicates = (PRIMARY_DEFAULT,)
 
+        add, mapper = self.queue.add, watch.map
+
         def enqueue(event: Event) -> None:
             for predicate in predicates:
                 if not predicate(event):
                     return
-            for request in watch.map(event):
-                self.queue.add(request)
+            for request in mapper(event):
+                add(request)
 
         informer.add_handler(enqueue)
 
