@@ -82,7 +82,9 @@ class _Hot:
     lookup costs more than the increment it leads to."""
 
     def __init__(self, m: ReconcileMetrics, name: str) -> None:
-        self.active = m.active_workers.labels(name)
+        # Reconciles running now, counted in an int the gauge reads at scrape time.
+        self.active = 0
+        m.active_workers.labels(name).set_function(lambda: self.active)
         self.success = m.total.labels(name, "success")
         self.duration = m.duration.labels(name)
 
@@ -323,7 +325,7 @@ class Manager:
         hot = self._hot.get(name)
         if hot is None:
             hot = self._hot[name] = _Hot(m, name)
-        hot.active.inc()
+        hot.active += 1
         started = time.monotonic()
         # Every log line of the reconcile names its object. Bound and reset by token:
         # structlog's bound_contextvars() reads the whole context first, on every call.
@@ -364,7 +366,7 @@ class Manager:
                 hot.success.inc()
         finally:
             hot.duration.observe(time.monotonic() - started)
-            hot.active.dec()
+            hot.active -= 1
             reset_contextvars(**tokens)
 
     async def wait_idle(self, timeout: float = 30.0, settle: float = 0.1) -> None:
