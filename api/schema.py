@@ -13,6 +13,7 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 Obj = dict[str, Any]
@@ -92,10 +93,14 @@ class Str(Node):
         if self.enum and value not in self.enum:
             errors.append(f"{path}: {value!r} is not one of {', '.join(self.enum)}")
             return None
-        if self.pattern and not re.search(self.pattern, value):
+        if self.pattern and not self._regex.search(value):
             errors.append(f"{path}: {value!r} does not match {self.pattern}")
             return None
         return value
+
+    @cached_property
+    def _regex(self) -> re.Pattern[str]:
+        return re.compile(self.pattern or "")
 
 
 @dataclass(frozen=True)
@@ -179,6 +184,8 @@ QUANTITY_PATTERN = (
     r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
 )
 
+_QUANTITY = re.compile(QUANTITY_PATTERN)
+
 
 @dataclass(frozen=True)
 class Quantity(Node):
@@ -197,7 +204,7 @@ class Quantity(Node):
 
     def check(self, value: Any, path: str, errors: Errors) -> Any:
         if isinstance(value, str):
-            if not re.match(QUANTITY_PATTERN, value):
+            if not _QUANTITY.match(value):
                 errors.append(f"{path}: {value!r} is not a quantity (e.g. 4Gi, 500m, 2)")
                 return None
             return value
@@ -285,10 +292,9 @@ class Object(Node):
         for key in self.required:
             if value.get(key) is None:
                 errors.append(f"{path}.{key}: required")
-        for key, node in self.fields.items():
+        for key, node, default in self._plan:
             raw = value.get(key)
             if raw is None:
-                default = node.default_value()
                 if default is not None:
                     out[key] = default
                 continue
@@ -302,6 +308,11 @@ class Object(Node):
             if not rule.holds(out):
                 errors.append(f"{path}{rule.field_path}: {rule.message}")
         return out
+
+    @cached_property
+    def _plan(self) -> tuple[tuple[str, Node, Any], ...]:
+        """(key, node, default) of each field: what every check walks, worked out once."""
+        return tuple((key, node, node.default_value()) for key, node in self.fields.items())
 
 
 @dataclass(frozen=True)

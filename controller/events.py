@@ -24,13 +24,14 @@ import socket
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 import structlog
 
 from metrics.events import EventMetrics
 
+from . import logging as log_setup
+from .clock import now as _now
 from .kube import ApiError, KubeClient
 from .resources import EVENT
 
@@ -47,10 +48,6 @@ LRU_SIZE = 4096
 SPAM_BURST = 25
 SPAM_QPS = 1 / 300
 MESSAGE_LIMIT = 1024
-
-
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class _LRU(OrderedDict[str, Any]):
@@ -191,7 +188,8 @@ class EventRecorder:
             if child is None:
                 child = self._dropped_by[why] = self.metrics.dropped.labels(why)
             child.inc()
-        log.debug("event dropped", why=why, reason=reason)
+        if log_setup.debug_enabled:  # a filtered call still costs a bound logger
+            log.debug("event dropped", why=why, reason=reason)
 
     # -- the writer side: background tasks ------------------------------------------
 

@@ -8,6 +8,11 @@ from typing import TextIO
 
 import structlog
 
+# Whether debug lines are kept, as of the last configure() (structlog's default, before
+# any configure(), prints everything). For hot paths whose only log line is a debug one:
+# a call on a module's lazy logger assembles a bound logger first, even to drop the line.
+debug_enabled = True
+
 
 class _OnePrinter:
     def __init__(self, stream: TextIO) -> None:
@@ -18,7 +23,9 @@ class _OnePrinter:
 
 
 def configure(level: str = "info", json_output: bool = True, stream: TextIO | None = None) -> None:
+    global debug_enabled
     numeric = logging.getLevelNamesMapping().get(level.upper(), logging.INFO)
+    debug_enabled = numeric <= logging.DEBUG
     renderer: structlog.typing.Processor = (
         structlog.processors.JSONRenderer() if json_output else structlog.dev.ConsoleRenderer()
     )

@@ -23,6 +23,7 @@ from typing import Any
 
 import structlog
 from aiohttp import web
+from structlog.contextvars import bind_contextvars, reset_contextvars
 
 from metrics import ControllerMetrics, ReconcileMetrics
 
@@ -81,7 +82,9 @@ class _Hot:
     lookup costs more than the increment it leads to."""
 
     def __init__(self, m: ReconcileMetrics, name: str) -> None:
-        self.active = m.active_workers.labels(name)
+        # Reconciles running now, counted in an int the gauge reads at scrape time.
+        self.active = 0
+        m.active_workers.labels(name).set_function(lambda: self.active)
         self.success = m.total.labels(name, "success")
         self.duration = m.duration.labels(name)
 
@@ -198,12 +201,14 @@ class Manager:
         if watch.predicates is None and primary:
             predicates = (PRIMARY_DEFAULT,)
 
+        add, mapper = self.queue.add, watch.map
+
         def enqueue(event: Event) -> None:
             for predicate in predicates:
                 if not predicate(event):
                     return
-            for request in watch.map(event):
-                self.queue.add(request)
+            for request in mapper(event):
+                add(request)
 
         informer.add_handler(enqueue)
 
@@ -320,48 +325,49 @@ class Manager:
         hot = self._hot.get(name)
         if hot is None:
             hot = self._hot[name] = _Hot(m, name)
-        hot.active.inc()
+        hot.active += 1
         started = time.monotonic()
-        with structlog.contextvars.bound_contextvars(
-            controller=name, namespace=request.namespace, name=request.name
-        ):
-            timeout = asyncio.timeout(self.config.reconcile_timeout)
-            try:
-                async with timeout:
-                    result = await reconciler.reconcile(request)
-            except asyncio.CancelledError:
-                raise
-            except TerminalError as e:
-                m.errors.labels(name).inc()
-                m.terminal_errors.labels(name).inc()
-                m.total.labels(name, "error").inc()
-                log.error("reconcile failed, not retrying", error=str(e))
-                queue.forget(request)
-            except Exception as e:
-                m.errors.labels(name).inc()
-                m.total.labels(name, "error").inc()
-                if timeout.expired():
-                    m.timeouts.labels(name).inc()
-                if isinstance(e, ApiError | OSError | TimeoutError):
-                    log.warning(
-                        "reconcile failed, retrying",
-                        error=str(e) or repr(e),
-                        retries=queue.num_requeues(request),
-                    )
-                else:  # a bug, not the weather: keep the stack trace
-                    m.panics.labels(name).inc()
-                    log.exception("reconcile raised", retries=queue.num_requeues(request))
-                queue.add_rate_limited(request)
+        # Every log line of the reconcile names its object. Bound and reset by token:
+        # structlog's bound_contextvars() reads the whole context first, on every call.
+        timeout = asyncio.timeout(self.config.reconcile_timeout)
+        tokens = bind_contextvars(controller=name, namespace=request.namespace, name=request.name)
+        try:
+            async with timeout:
+                result = await reconciler.reconcile(request)
+        except asyncio.CancelledError:
+            raise
+        except TerminalError as e:
+            m.errors.labels(name).inc()
+            m.terminal_errors.labels(name).inc()
+            m.total.labels(name, "error").inc()
+            log.error("reconcile failed, not retrying", error=str(e))
+            queue.forget(request)
+        except Exception as e:
+            m.errors.labels(name).inc()
+            m.total.labels(name, "error").inc()
+            if timeout.expired():
+                m.timeouts.labels(name).inc()
+            if isinstance(e, ApiError | OSError | TimeoutError):
+                log.warning(
+                    "reconcile failed, retrying",
+                    error=str(e) or repr(e),
+                    retries=queue.num_requeues(request),
+                )
+            else:  # a bug, not the weather: keep the stack trace
+                m.panics.labels(name).inc()
+                log.exception("reconcile raised", retries=queue.num_requeues(request))
+            queue.add_rate_limited(request)
+        else:
+            queue.forget(request)
+            if result.requeue_after > 0:
+                m.total.labels(name, "requeue_after").inc()
+                queue.add_after(request, result.requeue_after)
             else:
-                queue.forget(request)
-                if result.requeue_after > 0:
-                    m.total.labels(name, "requeue_after").inc()
-                    queue.add_after(request, result.requeue_after)
-                else:
-                    hot.success.inc()
-            finally:
-                hot.duration.observe(time.monotonic() - started)
-                hot.active.dec()
+                hot.success.inc()
+        finally:
+            hot.duration.observe(time.monotonic() - started)
+            hot.active -= 1
+            reset_contextvars(**tokens)
 
     async def wait_idle(self, timeout: float = 30.0, settle: float = 0.1) -> None:
         """Until the queues and the Event buffer have been empty and no worker busy for

@@ -34,7 +34,9 @@ class _Series:
     """One controller's children of the queue metrics."""
 
     def __init__(self, m: WorkqueueMetrics, controller: str) -> None:
-        self.depth = m.depth.labels(controller, controller)
+        # workqueue_depth is read at scrape time: an int to count, not a locked gauge.
+        self.depth = 0
+        m.depth.labels(controller, controller).set_function(lambda: self.depth)
         self.adds = m.adds.labels(controller, controller)
         self.retries = m.retries.labels(controller, controller)
         self.queue_duration = m.queue_duration.labels(controller, controller)
@@ -110,7 +112,7 @@ class RateLimitingQueue(Generic[K]):
         self._queue.append(item)
         self._enqueued_at[item] = time.monotonic()
         if series is not None:
-            series.depth.inc()
+            series.depth += 1
         self._has_items.set()
 
     def add_after(self, item: K, delay: float) -> None:
@@ -158,7 +160,7 @@ class RateLimitingQueue(Generic[K]):
         enqueued = self._enqueued_at.pop(item, now)
         series = self._series(item)
         if series is not None:
-            series.depth.dec()
+            series.depth -= 1
             series.queue_duration.observe(now - enqueued)
         self._processing[item] = now
         self._dirty.discard(item)

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
+
+from controller.clock import now as _now
 
 Obj = dict[str, Any]
 
@@ -29,10 +30,6 @@ class Condition:
                 previous.get("lastTransitionTime") if unchanged and previous else _now()
             ),
         }
-
-
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def merge_conditions(existing: list[Obj], new: list[Condition], generation: int) -> list[Obj]:

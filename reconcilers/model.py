@@ -12,6 +12,7 @@ against the slices the same way.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from api import InvalidSpec, ModelSpec, parse_model
 from api import conditions as c
@@ -34,15 +35,19 @@ from .context import Context
 from .devices import device_classes, model_demand, resource_slices
 from .gpu import attachment_kind, device_plugin_resource
 
+Obj = dict[str, Any]
 ACCELERATOR_READY = c.ACCELERATOR_READY
 READY = c.READY
 
 
-def accelerator_condition(ctx: Context, namespace: str, model: ModelSpec) -> Condition:
+def accelerator_condition(
+    ctx: Context, namespace: str, model: ModelSpec, classes: dict[str, Obj] | None = None
+) -> Condition:
+    """classes: the cached DeviceClasses by name, when the caller has read them already."""
     if model.uses_claims:
         return _claims_condition(ctx, namespace, model)
     if model.is_gpu_model:
-        return _device_plugin_condition(ctx, model)
+        return _device_plugin_condition(ctx, model, classes)
     return Condition(ACCELERATOR_READY, True, c.NO_ACCELERATOR_REQUIRED, "runs on CPU")
 
 
@@ -81,10 +86,13 @@ def _claims_condition(ctx: Context, namespace: str, model: ModelSpec) -> Conditi
     return Condition(ACCELERATOR_READY, True, c.RESOURCE_CLAIMS_FOUND, message)
 
 
-def _device_plugin_condition(ctx: Context, model: ModelSpec) -> Condition:
+def _device_plugin_condition(
+    ctx: Context, model: ModelSpec, classes: dict[str, Obj] | None
+) -> Condition:
     resource = device_plugin_resource(model)
     count = model.gpu.count or 1
-    classes = device_classes(ctx.cache)
+    if classes is None:
+        classes = device_classes(ctx.cache)
     served_by = dra.extended_resource_class(classes, resource)
     if served_by is None:
         return Condition(
@@ -168,7 +176,10 @@ class ModelReconciler:
                 ],
             )
             return Result()
-        accelerator = accelerator_condition(self.ctx, request.namespace, model)
+        # Read once for the condition and for status.gpu.extendedResourceClass.
+        plugin = model.is_gpu_model and not model.uses_claims
+        classes = device_classes(self.ctx.cache) if plugin else None
+        accelerator = accelerator_condition(self.ctx, request.namespace, model, classes)
         ready = Condition(
             READY,
             accelerator.status,
@@ -181,10 +192,8 @@ class ModelReconciler:
             model_demand(self.ctx.cache, request.namespace, model) if model.uses_claims else None
         )
         extended = (
-            dra.extended_resource_class(
-                device_classes(self.ctx.cache), device_plugin_resource(model)
-            )
-            if model.is_gpu_model and not model.uses_claims
+            dra.extended_resource_class(classes, device_plugin_resource(model))
+            if classes is not None
             else None
         )
         gpu: dict[str, object] = {

@@ -222,6 +222,15 @@ def quota_index(cache: Cache) -> QuotaIndex:
     return cache.extension("gpuquota", QuotaIndex)
 
 
+_NOTHING: frozenset[tuple[str, str]] = frozenset()
+
+
+def _same_spec(event: Event) -> bool:
+    """An update that left spec alone (a status write, a label...)."""
+    old = event.old
+    return event.type != DELETED and old is not None and old.get("spec") == event.obj.get("spec")
+
+
 class _Scope:
     """One namespace under at least one GPUQuota: its services in admission order, what
     was left under each quota before each one's turn, and what each is admitted."""
@@ -322,8 +331,9 @@ class QuotaIndex:
         self.cache = cache
         self.scopes: dict[str, _Scope] = {}
         self.quota_scopes: dict[str, str] = {}  # quota key -> the namespace it covers
-        self._last: tuple[Event | None, frozenset[tuple[str, str]]] = (None, frozenset())
+        self._last: tuple[Event | None, frozenset[tuple[str, str]]] = (None, _NOTHING)
         self.rebuilds = 0  # namespaces (re)built from scratch; tests and metrics read it
+        self.demands_computed = 0  # services re-read after an event (not counting rebuilds)
         for quota in cache.list(GPU_QUOTA):
             self._note_quota(quota)
         for ns in set(self.quota_scopes.values()):
@@ -346,12 +356,12 @@ class QuotaIndex:
     def changes_for(self, event: Event) -> frozenset[tuple[str, str]]:
         """What the event being dispatched changed (empty for any other event)."""
         seen, changed = self._last
-        return changed if seen is event else frozenset()
+        return changed if seen is event else _NOTHING
 
     # -- events --------------------------------------------------------------------
 
     def _record(self, event: Event, ns: str, names: set[str]) -> None:
-        self._last = (event, frozenset((ns, n) for n in names))
+        self._last = (event, frozenset((ns, n) for n in names) if names else _NOTHING)
 
     def _guarded(self, event: Event, ns: str, work: Any) -> None:
         """Run work() -> changed names; a failure rebuilds the namespace from the cache."""
@@ -368,10 +378,11 @@ class QuotaIndex:
         ns, name = object_key(event.obj)
         scope = self.scopes.get(ns)
         if scope is None:
-            self._record(event, ns, set())
+            self._last = (event, _NOTHING)
             return
 
         def work() -> set[str]:
+            self.demands_computed += 1
             isvc = None if event.type == DELETED else self.cache.get(INFERENCE_SERVICE, ns, name)
             scope.set_model(name, (isvc.get("spec") or {}).get("modelRef") if isvc else None)
             demand = demand_for(self.cache, isvc, scope.quotas) if isvc else None
@@ -382,13 +393,15 @@ class QuotaIndex:
     def _on_model(self, event: Event) -> None:
         ns, name = object_key(event.obj)
         scope = self.scopes.get(ns)
-        if scope is None or name not in scope.users:
-            self._record(event, ns, set())
+        if scope is None or name not in scope.users or _same_spec(event):
+            # A Model counts by its spec alone (its own status echo moves nothing).
+            self._last = (event, _NOTHING)
             return
 
         def work() -> set[str]:
             updates: dict[str, Demand | None] = {}
             for service in sorted(scope.users[name]):
+                self.demands_computed += 1
                 isvc = self.cache.get(INFERENCE_SERVICE, ns, service)
                 updates[service] = demand_for(self.cache, isvc, scope.quotas) if isvc else None
             return scope.update(updates)

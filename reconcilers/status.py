@@ -79,7 +79,7 @@ class StatusWriter:
             self._written.clear()
         self._written[meta.get("uid", "")] = (_rv(written), status)
         for c in transitions(old_conditions, status["conditions"]):
-            await self.recorder.record(
+            self.recorder.emit(  # queued, never awaited (record() without its coroutine)
                 obj, NORMAL if c["status"] == "True" else WARNING, c["reason"], c["message"]
             )
         return True

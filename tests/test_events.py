@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import io
+import json
 from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from controller import logging as log_setup
 from controller.events import NORMAL, WARNING, EventRecorder
 from controller.kube import KubeClient
 from controller.resources import EVENT
@@ -123,6 +126,25 @@ async def test_a_full_buffer_drops_and_counts(kube: KubeClient) -> None:
     assert dropped(metrics, "buffer_full") == 3
     await rec.flush()
     assert len(await events(kube)) == 2
+    await rec.stop()
+
+
+async def test_drops_are_logged_at_debug_level_only(kube: KubeClient) -> None:
+    rec, metrics = recorder(kube, buffer=0)
+    lines: dict[str, list[Obj]] = {}
+    for level in ("debug", "info"):
+        stream = io.StringIO()
+        log_setup.configure(level, stream=stream)
+        try:
+            await rec.record(obj(f"m-{level}"), WARNING, "Failed", "no")
+        finally:
+            log_setup.configure("warning")
+        lines[level] = [json.loads(line) for line in stream.getvalue().splitlines()]
+    assert dropped(metrics, "buffer_full") == 2
+    assert [(x["event"], x["why"], x["reason"]) for x in lines["debug"]] == [
+        ("event dropped", "buffer_full", "Failed")
+    ]
+    assert lines["info"] == []
     await rec.stop()
 
 

@@ -57,9 +57,14 @@ async def test_each_controller_runs_at_most_its_own_limit(kube: KubeClient) -> N
         gauge = manager.metrics.registry.get_sample_value
         assert gauge("controller_runtime_max_concurrent_reconciles", {"controller": "slow"}) == 2
         assert gauge("controller_runtime_max_concurrent_reconciles", {"controller": "fast"}) == 5
+        # The workers in use, as scraped now: those reconciling, then none.
+        assert gauge("controller_runtime_active_workers", {"controller": "slow"}) == 2
+        assert gauge("controller_runtime_active_workers", {"controller": "fast"}) == 5
         slow.release.set()
         fast.release.set()
         await manager.wait_idle()
+        assert gauge("controller_runtime_active_workers", {"controller": "slow"}) == 0
+        assert gauge("controller_runtime_active_workers", {"controller": "fast"}) == 0
     finally:
         await manager.stop()
 

@@ -3,6 +3,7 @@ labels, annotations and deletion do; secondary watches see every change."""
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from app.manifests import apply_text
@@ -12,6 +13,7 @@ from controller.manager import Manager
 from controller.reconcile import (
     PRIMARY_DEFAULT,
     annotations_changed,
+    any_of,
     deletion_started,
     generation_changed,
     labels_changed,
@@ -53,6 +55,29 @@ def test_each_meaningful_change_passes() -> None:
         update(m(finalizers=["f"]), deleting),
     ):
         assert PRIMARY_DEFAULT(event)
+
+
+def test_primary_default_is_any_of_the_four() -> None:
+    """The one-pass PRIMARY_DEFAULT decides as the four predicates combined, everywhere."""
+    combined = any_of(generation_changed, labels_changed, annotations_changed, deletion_started)
+    finalizers: tuple[dict[str, Any], ...] = ({}, {"finalizers": ["f"]}, {"finalizers": []})
+    variants: list[dict[str, Any]] = [
+        {"generation": g, "labels": lab, "annotations": ann, "deletionTimestamp": ts, **fin}
+        for g, lab, ann, ts, fin in itertools.product(
+            (None, 1, 2),
+            (None, {"a": "1"}),
+            (None, {"x": "y"}),
+            (None, "2026-01-01T00:00:00Z"),
+            finalizers,
+        )
+    ]
+    objects = [{"metadata": {k: v for k, v in meta.items() if v is not None}} for meta in variants]
+    checked = 0
+    for old, new in itertools.product(objects, repeat=2):
+        for event in (update(old, new), Event(ADDED, new), Event(MODIFIED, new)):
+            assert PRIMARY_DEFAULT(event) == combined(event), (old, new, event.type)
+            checked += 1
+    assert checked == 3 * len(objects) ** 2
 
 
 def test_adds_deletes_and_objects_without_generation_always_pass() -> None:

@@ -301,6 +301,37 @@ async def test_charges_what_dra_allocated(kube: KubeClient, cache: Cache) -> Non
     assert charge("plugin") == (2, 0)
 
 
+async def test_a_models_status_write_costs_no_quota_work(kube: KubeClient, cache: Cache) -> None:
+    """A Model counts by its spec: its status echo re-reads no service, a spec change does."""
+    index = quota_index(cache)
+    events: list[Event] = []
+    cache.informers[MODEL].add_handler(events.append)
+    await kube.create(MODEL, _model("m", 1, claims=False))
+    await kube.create(GPU_QUOTA, _quota("wide", 3, selector=False))
+    written = await kube.create(INFERENCE_SERVICE, _service("s", "m", 2, "a", None))
+    await _seen(cache, INFERENCE_SERVICE, written, ("default", "s"))
+
+    def admitted() -> int:
+        return namespace_allocations(cache, "default").allocations["s"].admitted_replicas
+
+    await eventually(lambda: _ready("s" in namespace_allocations(cache, "default").allocations))
+    assert admitted() == 2  # 2 replicas x 1 GPU under 3
+    computed = index.demands_computed
+    status = {"status": {"phase": "Ready", "acceleratorReady": True}}
+    written = await kube.patch(MODEL, "default", "m", status, subresource="status")
+    await _seen(cache, MODEL, written, ("default", "m"))
+    assert index.demands_computed == computed
+    assert admission_changes(cache, events[-1]) == frozenset()
+    assert admitted() == 2
+
+    # A spec change still moves the charge: 2 GPUs a replica, one replica fits under 3.
+    written = await kube.patch(MODEL, "default", "m", {"spec": _model("m", 2, False)["spec"]})
+    await _seen(cache, MODEL, written, ("default", "m"))
+    assert index.demands_computed == computed + 1
+    assert admission_changes(cache, events[-1]) == frozenset({("default", "s")})
+    assert admitted() == 1
+
+
 async def _ready(value: bool) -> bool | None:
     return value or None
 
