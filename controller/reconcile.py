@@ -52,12 +52,16 @@ def _is_update(event: Event) -> bool:
 
 
 def generation_changed(event: Event) -> bool:
-    """metadata.generation moved: the spec changed (status writes leave it alone)."""
+    """metadata.generation moved: the spec changed (status writes leave it alone).
+
+    Another uid is another object, whatever its generation: one deleted and created
+    again while the watch was down comes back from the relist as an update."""
     if not _is_update(event):
         return True
-    old, new = _meta(event.old).get("generation"), _meta(event.obj).get("generation")
+    old, new = _meta(event.old), _meta(event.obj)
+    before, after = old.get("generation"), new.get("generation")
     # Without a generation on either side (resources without one), nothing can be told.
-    return old is None or new is None or old != new
+    return before is None or after is None or before != after or old.get("uid") != new.get("uid")
 
 
 def labels_changed(event: Event) -> bool:
@@ -94,7 +98,7 @@ def primary_default(event: Event) -> bool:
         return True
     old, new = _meta(event.old), _meta(event.obj)
     before, after = old.get("generation"), new.get("generation")
-    if before is None or after is None or before != after:
+    if before is None or after is None or before != after or old.get("uid") != new.get("uid"):
         return True
     if old.get("labels") != new.get("labels") or old.get("annotations") != new.get("annotations"):
         return True

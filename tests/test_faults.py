@@ -188,6 +188,39 @@ async def test_gone_while_disconnected_relists_and_sees_deletions(
     assert informer.lists >= 2
 
 
+async def test_recreated_while_disconnected_is_reconciled_as_new(
+    kube: KubeClient, apiserver: ApiServerProcess, controller: Manager
+) -> None:
+    """Deleted and created again under the same name while the watch was down: the relist
+    sees the same generation but another uid, and must not take it for a status echo."""
+    manifest = model_yaml("again", "      enabled: false")
+    await apply_text(kube, manifest)
+    first = await wait_condition(kube, MODEL, "again", "Ready", "True")
+
+    async def echo_cached() -> bool:  # nothing left in flight for the first object
+        cached = controller.cache.get(MODEL, "default", "again") or {}
+        return bool(cached.get("status", {}).get("conditions"))
+
+    await eventually(echo_cached, 10, what="the status echo in the cache")
+    await controller.wait_idle()
+    informer = controller.cache.informers[MODEL]
+    lists = informer.lists
+    await apiserver.fault(watch=True, status=500, times=-1)
+    await apiserver.control("POST", "expire-watches")
+
+    async def relisted() -> bool:  # after the expiry, before the delete: then watches fail
+        return informer.lists > lists
+
+    await eventually(relisted, 10, what="the relist after the expiry")
+    await kube.delete(MODEL, "default", "again")
+    await apply_text(kube, manifest)
+    await apiserver.control("POST", "compact")
+    await apiserver.control("DELETE", "faults")
+    second = await wait_condition(kube, MODEL, "again", "Ready", "True", timeout=20)
+    assert second["metadata"]["uid"] != first["metadata"]["uid"]
+    assert second["metadata"]["generation"] == first["metadata"]["generation"]
+
+
 async def test_slow_apiserver_still_converges(
     kube: KubeClient, apiserver: ApiServerProcess, controller: Manager
 ) -> None:

@@ -42,6 +42,9 @@ def test_status_only_update_is_filtered() -> None:
 
 def test_each_meaningful_change_passes() -> None:
     assert generation_changed(update(m(1), m(2)))
+    recreated = update(m(1, uid="first"), m(1, uid="second"))  # seen again after a relist
+    assert generation_changed(recreated) and PRIMARY_DEFAULT(recreated)
+    assert not PRIMARY_DEFAULT(update(m(1, "Pending", uid="same"), m(1, "Ready", uid="same")))
     assert labels_changed(update(m(labels={"a": "1"}), m(labels={"a": "2"})))
     assert annotations_changed(update(m(), m(annotations={"x": "y"})))
     deleting = m(deletionTimestamp="2026-01-01T00:00:00Z", finalizers=["f"])
