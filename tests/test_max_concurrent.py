@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 
 from app.manifests import apply_text
 from controller.kube import KubeClient
-from controller.manager import Manager, ManagerConfig
+from controller.manager import GC_GEN0_THRESHOLD, GC_GEN2_THRESHOLD, Manager, ManagerConfig
 from controller.reconcile import Request, Result, Watch
 from controller.resources import MODEL, ResourceType
 
@@ -73,3 +74,27 @@ def test_defaults_are_sized_for_throughput() -> None:
     config = ManagerConfig()
     assert config.workers >= 8
     assert config.max_concurrent_reconciles == {"gpuquota": 2}
+
+
+async def test_collector_thresholds_are_raised_while_running_and_restored(
+    kube: KubeClient,
+) -> None:
+    """Full collections scan the whole cache: rarer while the manager runs, as before after."""
+    before = gc.get_threshold()
+    gc.set_threshold(700, 10, 10)
+    manager = Manager(kube, ManagerConfig(http_port=None), reconcilers=[])
+    try:
+        await manager.start()
+        await manager.wait_synced()
+
+        async def raised() -> bool:  # set when the workers start, after the caches sync
+            return gc.get_threshold()[2] != 10
+
+        await eventually(raised, 10, what="the workers' start")
+        assert gc.get_threshold() == (GC_GEN0_THRESHOLD, 10, GC_GEN2_THRESHOLD)
+        assert GC_GEN2_THRESHOLD > 10
+    finally:
+        await manager.stop()
+        restored = gc.get_threshold()
+        gc.set_threshold(*before)
+    assert restored == (700, 10, 10)
