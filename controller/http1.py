@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import aiohttp
@@ -53,6 +54,7 @@ class _Connection(asyncio.Protocol):
         self._headers: dict[str, str] = {}
         self._remaining = 0
         self._chunks: list[bytes] = []
+        self._trailer_bytes = 0
         self.reusable = True
 
     # -- asyncio.Protocol ----------------------------------------------------------
@@ -79,8 +81,12 @@ class _Connection(asyncio.Protocol):
         self.closed = True
         if self._waiter is None or self._waiter.done():
             return
-        if self._state == "until-close":
+        if self._state == "until-close" and exc is None:
             self._finish(bytes(self._buf))
+        elif self._state == "until-close":  # reset, not closed: the body may be cut short
+            error = aiohttp.ClientPayloadError(f"answer cut short: {exc}")
+            error.__cause__ = exc
+            self._fail(error)
         elif self._state == "head" and not self._buf:
             self._fail(_Disconnected("connection closed before an answer"))
         else:
@@ -103,8 +109,17 @@ class _Connection(asyncio.Protocol):
         self.abandon()
 
     def abandon(self) -> None:
-        """The caller gave up (timeout, cancel): the socket's state is unknown."""
+        """The caller gave up (timeout, cancel, a broken answer): the socket's state is
+        unknown. Aborted, not closed: close() would keep the socket and its unsent
+        bytes for as long as a stuck server does not read them."""
         self._waiter = None
+        self.reusable = False
+        self.closed = True
+        if self.transport is not None:
+            self.transport.abort()
+
+    def retire(self) -> None:
+        """Done with after a complete exchange (or never used): closed gracefully."""
         self._close()
 
     def _close(self) -> None:
@@ -170,7 +185,12 @@ class _Connection(asyncio.Protocol):
             elif state == "trailers":  # none or more header lines, then an empty one
                 end = buf.find(b"\r\n")
                 if end < 0:
+                    if len(buf) > MAX_HEAD:
+                        raise ValueError("trailer section too large")
                     return
+                self._trailer_bytes += end + 2
+                if self._trailer_bytes > MAX_HEAD:
+                    raise ValueError("trailer section too large")
                 del buf[: end + 2]
                 if end == 0:
                     body, self._chunks = b"".join(self._chunks), []
@@ -198,8 +218,11 @@ class _Connection(asyncio.Protocol):
             self.reusable = False
         if self._no_body or status in (204, 304):
             self._finish(b"")
-        elif "chunked" in headers.get("transfer-encoding", "").lower():
-            self._state, self._chunks = "chunk-size", []
+        elif "transfer-encoding" in headers:
+            # We ask for no compression, so chunked is the only coding that may come.
+            if headers["transfer-encoding"].strip().lower() != "chunked":
+                raise ValueError(f"unsupported Transfer-Encoding {headers['transfer-encoding']}")
+            self._state, self._chunks, self._trailer_bytes = "chunk-size", [], 0
         elif "content-length" in headers:
             length = int(headers["content-length"])
             if length < 0:
@@ -232,13 +255,19 @@ class ConnectionPool:
         self._closed = False
 
     async def request(
-        self, method: str, head: bytes, body: bytes | None, timeout: float | None
+        self,
+        method: str,
+        head: bytes,
+        body: bytes | None,
+        timeout: float | None,
+        before_send: Callable[[], None] | None = None,
     ) -> Reply:
         """Send head (request line and headers, ending in a blank line) and body.
 
         The timeout covers waiting for a slot, connecting and the answer. The common
         case (a free slot, a kept-alive connection) arms one timer on the answer
         instead of an asyncio.timeout scope, which costs several times more.
+        before_send runs right before each send (a resend too); raising stops it.
         """
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + timeout
@@ -253,6 +282,12 @@ class ConnectionPool:
                 if conn is None:
                     async with asyncio.timeout_at(deadline):
                         conn = await self._connect()
+                if before_send is not None:
+                    try:
+                        before_send()
+                    except BaseException:
+                        self._release(conn)  # unused: as good as it was
+                        raise
                 waiter = conn.send(head, body, method == "HEAD")
                 timer = None if deadline is None else loop.call_at(deadline, conn.expire)
                 try:
@@ -279,7 +314,7 @@ class ConnectionPool:
             conn = self._idle.pop()
             if not conn.closed and now - conn.idle_since < self.idle_seconds:
                 return conn, True
-            conn.abandon()
+            conn.retire()
         return None, False
 
     async def _connect(self) -> _Connection:
@@ -300,7 +335,7 @@ class ConnectionPool:
 
     def _release(self, conn: _Connection) -> None:
         if self._closed or conn.closed or not conn.reusable:
-            conn.abandon()
+            conn.retire()
             return
         conn.idle_since = asyncio.get_running_loop().time()
         self._idle.append(conn)
@@ -308,5 +343,5 @@ class ConnectionPool:
     def close(self) -> None:
         self._closed = True
         for conn in self._idle:
-            conn.abandon()
+            conn.retire()
         self._idle.clear()

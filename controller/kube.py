@@ -1,17 +1,21 @@
-"""A dynamic Kubernetes client: JSON objects over our own aiohttp session.
+"""A dynamic Kubernetes client: JSON objects over our own HTTP/1.1 connections.
 
 kubernetes-asyncio loads in-cluster or kubeconfig credentials (token files that rotate,
 exec plugins, client certificates); we ask its Configuration for the Authorization
 header on every request, so refreshes keep working, but send the requests ourselves:
 its session trusts the environment, which costs two thread hops per request (proxy
-lookup and ~/.netrc). Proxies are used only when asked for (kubeconfig `proxy-url` or
-LLMKUBE_TRUST_ENV=true). Every resource goes through the same few verbs over plain REST
-paths, and watches are read as raw line-delimited streams.
+lookup and ~/.netrc). Short requests go over keep-alive connections of our own
+(controller.http1); watches, and everything when a proxy may be involved (kubeconfig
+`proxy-url` or LLMKUBE_TRUST_ENV=true), over an aiohttp session. Every resource goes
+through the same few verbs over plain REST paths, and watches are read as raw
+line-delimited streams.
 
 Errors come back as a small taxonomy of ApiError subclasses (NotFound, Conflict, Gone,
-TooManyRequests, ServerError). A 429, or a 5xx carrying Retry-After, closes that request
-path of this client until the time the server asked for; the request is retried a few
-times (as client-go does), and other paths are not held up.
+TooManyRequests, ServerError); a connection that fails raises aiohttp's ClientError
+types, OSError or TimeoutError (all in TRANSIENT). A 429, or a 5xx carrying
+Retry-After, closes that request path of this client until the time the server asked
+for; the request is retried a few times (as client-go does), and other paths are not
+held up.
 """
 
 from __future__ import annotations
@@ -46,6 +50,9 @@ RETRIES = 3  # requests retried after a Retry-After wait, as client-go's maxRetr
 # A path made of these characters needs no percent-encoding: it is handed to yarl as
 # already encoded, which spares a parse-and-quote of every request's URL.
 _PLAIN_PATH = re.compile(r"[A-Za-z0-9._~:@!$&'()*+,;=/-]*")
+# Characters a path may carry as they are; "%" too, so that an escape is not escaped
+# again (yarl's behaviour before).
+_PATH_SAFE = "/:@!$&'()*+,;=-._~%"
 _WITH_BODY = frozenset({"POST", "PUT", "PATCH"})  # sent with a Content-Length even if empty
 _R = TypeVar("_R")
 
@@ -145,6 +152,10 @@ def error_from(status: int, text: str, retry_after: float | None = None) -> ApiE
 
 _error_from = error_from  # the old private name
 
+# What a request can end with that trying again later may fix: the server's answers
+# (ApiError) and the network's failures, as either transport raises them.
+TRANSIENT: tuple[type[BaseException], ...] = (ApiError, aiohttp.ClientError, OSError, TimeoutError)
+
 
 class Throttle:
     """Per-path "not before" times a server asked for with Retry-After."""
@@ -192,7 +203,7 @@ def _raise_for_status(status: int, retry_after: str | None, data: bytes) -> None
 def _target(prefix: str, path: str, query: dict[str, str] | None) -> str:
     """The request target: the server URL's own path, ours, and the query, encoded."""
     if not _PLAIN_PATH.fullmatch(path):
-        path = urllib.parse.quote(path, safe="/:@!$&'()*+,;=-._~")
+        path = urllib.parse.quote(path, safe=_PATH_SAFE)
     if query:
         return f"{prefix}{path}?{urllib.parse.urlencode(query, quote_via=urllib.parse.quote)}"
     return prefix + path
@@ -215,7 +226,8 @@ class KubeClient:
         self.fence: Callable[[str], bool] | None = None
         self.host = str(configuration.host).rstrip("/")
         self._url = urllib.parse.urlsplit(self.host)
-        self._prefix = self._url.path.rstrip("/")  # a server URL may carry a path
+        # A server URL may carry a path (a proxy's route to the cluster).
+        self._prefix = urllib.parse.quote(self._url.path.rstrip("/"), safe=_PATH_SAFE)
         self._plain_host = re.fullmatch(r"[A-Za-z0-9.:/\[\]-]*", self.host) is not None
         self.timeout = timeout
         self._default_timeout = aiohttp.ClientTimeout(total=timeout)
@@ -352,6 +364,10 @@ class KubeClient:
             return timeout
         return aiohttp.ClientTimeout(total=timeout)
 
+    def _check_fence(self, method: str, path: str) -> None:
+        if method != "GET" and self.fence is not None and not self.fence(path):
+            raise Fenced(path)
+
     async def _retrying(
         self,
         method: str,
@@ -364,8 +380,7 @@ class KubeClient:
         attempt = 0
         while True:
             await self.throttle.wait(path)
-            if method != "GET" and self.fence is not None and not self.fence(path):
-                raise Fenced(path)
+            self._check_fence(method, path)
             response = await send()
             status, header = answer(response)
             retry_after = parse_retry_after(header)
@@ -393,7 +408,11 @@ class KubeClient:
             target = _target(self._prefix, path, query)
             length = len(data) if data is not None else (0 if method in _WITH_BODY else None)
             head = await self._head(method, target, content_type, length)
-            return await self.pool.request(method, head, data, self.timeout)
+            # Checked again right before each send: a wait for a free connection must
+            # not carry a write past the moment leadership ended.
+            return await self.pool.request(
+                method, head, data, self.timeout, lambda: self._check_fence(method, path)
+            )
 
         async def via_aiohttp() -> Reply:
             async with await self._aiohttp(method, path, query, data, content_type) as r:

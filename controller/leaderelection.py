@@ -31,7 +31,7 @@ from typing import Any
 
 import structlog
 
-from .kube import ApiError, KubeClient
+from .kube import TRANSIENT, KubeClient
 from .resources import LEASE
 
 Obj = dict[str, Any]
@@ -148,7 +148,7 @@ class LeaderElector:
     async def _attempt(self, timeout: float) -> bool:
         try:
             return await asyncio.wait_for(self.try_acquire_or_renew(), timeout)
-        except (ApiError, OSError, TimeoutError) as e:
+        except TRANSIENT as e:
             log.warning("lease update failed", error=str(e) or repr(e))
             return False
 
@@ -202,5 +202,5 @@ class LeaderElector:
                 lease["spec"]["holderIdentity"] = ""
                 lease["spec"]["leaseDurationSeconds"] = 1
                 await asyncio.wait_for(self.client.replace(LEASE, lease), self.retry_period)
-        except (ApiError, OSError, TimeoutError) as e:
+        except TRANSIENT as e:
             log.warning("could not release lease", error=str(e) or repr(e))

@@ -31,7 +31,7 @@ from . import health
 from .cache import Cache
 from .events import EventRecorder
 from .informer import Event, Informer
-from .kube import ApiError, KubeClient
+from .kube import TRANSIENT, KubeClient
 from .leaderelection import LeaderElector
 from .reconcile import PRIMARY_DEFAULT, Predicate, Reconciler, Request, TerminalError, Watch
 from .workqueue import QueueShutDown, RateLimitingQueue
@@ -354,7 +354,7 @@ class Manager:
             m.total.labels(name, "error").inc()
             if timeout.expired():
                 m.timeouts.labels(name).inc()
-            if isinstance(e, ApiError | OSError | TimeoutError):
+            if isinstance(e, TRANSIENT):
                 log.warning(
                     "reconcile failed, retrying",
                     error=str(e) or repr(e),

@@ -221,6 +221,17 @@ async def test_recreated_while_disconnected_is_reconciled_as_new(
     assert second["metadata"]["generation"] == first["metadata"]["generation"]
 
 
+async def test_a_status_write_cut_without_an_answer_is_retried_not_a_panic(
+    kube: KubeClient, apiserver: ApiServerProcess, controller: Manager
+) -> None:
+    await apiserver.fault(path="/models/cut/status$", method="PATCH", disconnect=True, times=2)
+    await apply_text(kube, model_yaml("cut", "      enabled: false"))
+    await wait_condition(kube, MODEL, "cut", "Ready", "True", timeout=20)
+    sample = controller.metrics.registry.get_sample_value
+    assert (sample("controller_runtime_reconcile_errors_total", {"controller": "model"}) or 0) >= 2
+    assert not sample("controller_runtime_reconcile_panics_total", {"controller": "model"})
+
+
 async def test_slow_apiserver_still_converges(
     kube: KubeClient, apiserver: ApiServerProcess, controller: Manager
 ) -> None:

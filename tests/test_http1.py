@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import json
 import socket
+import struct
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,9 +23,11 @@ import trustme
 from kubernetes_asyncio import client as k8s_client
 
 from controller.http1 import ConnectionPool
-from controller.kube import KubeClient
+from controller.kube import Fenced, KubeClient
 from controller.resources import SECRET
 from testserver.process import ApiServerProcess
+
+from .conftest import eventually
 
 Answer = Callable[[int, bytes, asyncio.StreamWriter], Awaitable[bool]]
 HEAD_ANSWER = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n"  # describes a body never sent
@@ -189,6 +192,10 @@ async def test_a_close_mid_answer_is_an_error_even_for_get() -> None:
         b"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n",
         b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
         b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nX: "
+        + b"t" * 70_000
+        + b"\r\n\r\n",
     ],
 )
 async def test_a_malformed_answer_is_an_error_and_the_socket_is_dropped(garbage: bytes) -> None:
@@ -308,3 +315,87 @@ async def test_https_refuses_an_unverified_server(
             await client.list(SECRET, "default")
     finally:
         await client.close()
+
+
+async def test_a_reset_cuts_short_an_until_close_body() -> None:
+    async def answer(n: int, _: bytes, w: asyncio.StreamWriter) -> bool:
+        w.write(b"HTTP/1.0 200 OK\r\n\r\npartial")
+        await w.drain()
+        await asyncio.sleep(0.05)
+        sock = w.get_extra_info("socket")
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        w.transport.abort()  # with no linger: a reset, not an orderly end
+        return False
+
+    async with scripted(answer) as (_, pool):
+        with pytest.raises(aiohttp.ClientPayloadError):
+            await pool.request("GET", head(), None, 5)
+
+
+async def test_a_timed_out_request_keeps_no_unsent_bytes() -> None:
+    """A server that stops reading: the timed-out request's socket is reset, not left
+    to drain its 16 MiB for as long as the server does not read."""
+    seen: dict[str, int] = {}
+
+    async def stuck(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await asyncio.sleep(0.5)  # not reading while the client gives up
+        received = 0
+        try:
+            while chunk := await reader.read(1 << 20):
+                received += len(chunk)
+        except ConnectionError:
+            seen["reset"] = 1
+        seen["received"] = received
+        writer.close()
+
+    server = await asyncio.start_server(stuck, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    pool = ConnectionPool("127.0.0.1", port, ssl_context=None, limit=1)
+    body = b"x" * (16 << 20)
+    try:
+        with pytest.raises(TimeoutError):
+            await pool.request("PUT", head("PUT"), body, 0.2)
+        await eventually(lambda: asyncio.sleep(0, "received" in seen), 10, what="the server")
+    finally:
+        pool.close()
+        server.close()
+    assert seen.get("reset") or seen["received"] < len(body)
+
+
+async def test_before_send_can_stop_a_request_and_frees_its_slot() -> None:
+    async def answer(n: int, _: bytes, w: asyncio.StreamWriter) -> bool:
+        w.write(ok(b"sent"))
+        return True
+
+    def refuse() -> None:
+        raise Fenced("/x")
+
+    async with scripted(answer, limit=1) as (peer, pool):
+        with pytest.raises(Fenced):
+            await pool.request("PATCH", head("PATCH"), b"", 5, refuse)
+        assert peer.requests == []
+        assert (await pool.request("PATCH", head("PATCH"), b"", 5, lambda: None)).body == b"sent"
+
+
+async def test_a_write_that_waited_for_a_connection_is_fenced_when_leadership_ended(
+    apiserver: ApiServerProcess,
+) -> None:
+    """The fence is asked again right before the send, not only before the wait."""
+    client = await KubeClient.connect(apiserver.url, pool_size=1)
+    leading = True
+    client.fence = lambda path: leading
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}, "data": {}}
+    try:
+        await client.create(SECRET, {**secret, "metadata": {"name": "s", "namespace": "default"}})
+        await apiserver.fault(path="/secrets/slow$", method="GET", delay=0.5)
+        slow = asyncio.create_task(client.get(SECRET, "default", "slow"))  # holds the one slot
+        await asyncio.sleep(0.1)
+        write = asyncio.create_task(client.patch(SECRET, "default", "s", {"data": {"a": "YQ=="}}))
+        await asyncio.sleep(0.1)  # the write passed the first check and waits for the slot
+        leading = False
+        with pytest.raises(Fenced):
+            await write
+        await slow
+    finally:
+        await client.close()
+    assert "PATCH /api/v1/namespaces/default/secrets/s" not in await apiserver.requests()

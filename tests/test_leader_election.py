@@ -154,3 +154,18 @@ async def test_run_returns_only_after_shutdown_released_the_lease(kube: KubeClie
     lease = await kube.get(LEASE, "default", "llmkube-controller")
     assert lease is not None and lease["spec"]["holderIdentity"] == "", "lease not released"
     assert all(w.done() for w in manager._workers)
+
+
+async def test_lease_requests_cut_without_an_answer_are_retried(
+    apiserver: ApiServerProcess, kube: KubeClient
+) -> None:
+    """A dropped connection is the weather, as a 500 is: the candidate tries again."""
+    await apiserver.fault(path="/leases", disconnect=True, times=3)
+    elector = LeaderElector(kube, "default", "cut", "me", retry_period=0.1, renew_deadline=1)
+    task = asyncio.create_task(elector.run())
+    try:
+        await asyncio.wait_for(elector.leading.wait(), 10)
+    finally:
+        task.cancel()
+    counts = await apiserver.requests()
+    assert sum(n for k, n in counts.items() if "/leases" in k) > 3  # the cut ones and more

@@ -131,6 +131,10 @@ class ApiServer:
         fault = self.faults.take(request.method, request.path, is_watch, agent)
         if fault and fault.delay:
             await asyncio.sleep(fault.delay)
+        if fault and fault.disconnect and request.transport is not None:
+            await request.read()
+            request.transport.abort()  # no answer at all
+            return web.Response(status=499)  # never sent: the connection is gone
         if fault and fault.status:
             return fault.response()
         try:

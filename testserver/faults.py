@@ -19,6 +19,8 @@ class FaultRule:
     cut_after: on a watch, close the stream after this many events (a cut connection).
     retry_after: with status, send this Retry-After header (seconds), as a 429 from
         priority-and-fairness or a 503 from an overloaded apiserver does.
+    disconnect: read the request, then drop the connection without an answer (a proxy
+        or load balancer in front of the apiserver cutting it).
     agent: only requests whose User-Agent contains this (one client among several).
     times: how many matching requests to affect; -1 for all.
     """
@@ -30,6 +32,7 @@ class FaultRule:
     delay: float = 0.0
     cut_after: int | None = None
     retry_after: int | None = None
+    disconnect: bool = False
     agent: str | None = None
     times: int = 1
     hits: int = 0
@@ -41,7 +44,7 @@ class FaultRule:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> FaultRule:
         allowed = {"path", "method", "watch", "status", "delay", "cut_after", "retry_after"}
-        allowed |= {"agent", "times"}
+        allowed |= {"agent", "times", "disconnect"}
         unknown = set(data) - allowed
         if unknown:
             raise ValueError(f"unknown fault fields: {sorted(unknown)}")
