@@ -35,6 +35,15 @@ class Reply:
     body: bytes
 
 
+def _find(buf: bytearray, separator: bytes, what: str) -> int:
+    """Where separator starts in buf; -1 while it has not arrived. A line that grows past
+    MAX_HEAD without one is refused: a peer could otherwise fill our memory with it."""
+    end = buf.find(separator)
+    if end < 0 and len(buf) > MAX_HEAD:
+        raise ValueError(f"{what} too large")
+    return end
+
+
 class _Disconnected(aiohttp.ServerDisconnectedError):
     """Closed before any byte of the answer: safe to resend an idempotent request."""
 
@@ -146,10 +155,8 @@ class _Connection(asyncio.Protocol):
         while self._waiter is not None:
             state = self._state
             if state == "head":
-                end = buf.find(b"\r\n\r\n")
+                end = _find(buf, b"\r\n\r\n", "header section")
                 if end < 0:
-                    if len(buf) > MAX_HEAD:
-                        raise ValueError("header section too large")
                     return
                 head = bytes(buf[:end])
                 del buf[: end + 4]
@@ -161,10 +168,8 @@ class _Connection(asyncio.Protocol):
                 del buf[: self._remaining]
                 self._finish(body)
             elif state == "chunk-size":
-                end = buf.find(b"\r\n")
+                end = _find(buf, b"\r\n", "chunk size line")
                 if end < 0:
-                    if len(buf) > MAX_HEAD:
-                        raise ValueError("chunk size line too long")
                     return
                 size = int(bytes(buf[:end]).split(b";", 1)[0].strip(), 16)
                 if size < 0:
@@ -183,10 +188,8 @@ class _Connection(asyncio.Protocol):
                 del buf[: self._remaining + 2]
                 self._state = "chunk-size"
             elif state == "trailers":  # none or more header lines, then an empty one
-                end = buf.find(b"\r\n")
+                end = _find(buf, b"\r\n", "trailer section")
                 if end < 0:
-                    if len(buf) > MAX_HEAD:
-                        raise ValueError("trailer section too large")
                     return
                 self._trailer_bytes += end + 2
                 if self._trailer_bytes > MAX_HEAD:

@@ -196,6 +196,8 @@ async def test_a_close_mid_answer_is_an_error_even_for_get() -> None:
         b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nX: "
         + b"t" * 70_000
         + b"\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nX: " + b"h" * 70_000,  # headers that never end
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + b"1" * 70_000,
     ],
 )
 async def test_a_malformed_answer_is_an_error_and_the_socket_is_dropped(garbage: bytes) -> None:
