@@ -154,7 +154,10 @@ spec: {{gpuCount: {limit}, {scope}}}
 """
 
 
-TEMPLATE_YAML = """
+def claim_template(name: str, requests: str) -> str:
+    """A ResourceClaimTemplate manifest; requests is the YAML list under
+    spec.spec.devices.requests, indented 8."""
+    return f"""
 apiVersion: resource.k8s.io/v1
 kind: ResourceClaimTemplate
 metadata: {{name: {name}}}
@@ -162,9 +165,14 @@ spec:
   spec:
     devices:
       requests:
-        - name: gpu
-          exactly: {{deviceClassName: gpu.nvidia.com, allocationMode: ExactCount, count: {count}}}
+{requests}
 """
+
+
+def gpu_template(name: str, count: int) -> str:
+    """A template asking for exactly count GPUs of the simulated cluster's class."""
+    exactly = f"{{deviceClassName: gpu.nvidia.com, allocationMode: ExactCount, count: {count}}}"
+    return claim_template(name, f"        - name: gpu\n          exactly: {exactly}")
 
 
 def reconciles(manager: Manager, controller: str, result: str = "success") -> float:

@@ -8,22 +8,14 @@ import yaml
 
 from reconcilers import dra
 
+from .conftest import claim_template
+
 Obj = dict[str, Any]
 
 
 def template(name: str, requests: str) -> Obj:
-    doc: Obj = yaml.safe_load(
-        f"""
-apiVersion: resource.k8s.io/v1
-kind: ResourceClaimTemplate
-metadata: {{name: {name}, namespace: default}}
-spec:
-  spec:
-    devices:
-      requests:
-{requests}
-"""
-    )
+    doc: Obj = yaml.safe_load(claim_template(name, requests))
+    doc["metadata"]["namespace"] = "default"
     return doc
 
 

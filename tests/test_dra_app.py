@@ -12,7 +12,7 @@ from app.manifests import apply_text
 from controller.kube import KubeClient
 from controller.resources import INFERENCE_SERVICE
 
-from .conftest import TEMPLATE_YAML, eventually
+from .conftest import eventually, gpu_template
 from .test_chart import controller_args, find, render
 from .test_kubectl_plugin import cluster, kubectl
 
@@ -73,7 +73,7 @@ async def test_status_and_printer_column_of_a_service_sized_from_its_claims(
     cluster: tuple[KubeClient, dict[str, str]],
 ) -> None:
     client, env = cluster
-    await apply_text(client, TEMPLATE_YAML.format(name="two-gpus", count=2), "team-a")
+    await apply_text(client, gpu_template("two-gpus", 2), "team-a")
     code, out = await kubectl(
         env,
         "llmkube",

@@ -14,7 +14,15 @@ from reconcilers import dra
 from reconcilers.kueue import KueueSettings, kueue_status, parse_mappings
 from testserver.process import ApiServerProcess
 
-from .conftest import TEMPLATE_YAML, condition, eventually, model_yaml, reapply, wait_condition
+from .conftest import (
+    claim_template,
+    condition,
+    eventually,
+    gpu_template,
+    model_yaml,
+    reapply,
+    wait_condition,
+)
 from .dra_cluster import deployment, dra_cluster, without_count
 
 Cluster = tuple[KubeClient, Manager, ApiServerProcess]
@@ -103,7 +111,7 @@ async def test_admissible_service_gets_the_label_and_shows_the_charge(cluster: C
 
 async def test_what_kueue_never_admits(cluster: Cluster) -> None:
     kube, _, _ = cluster
-    await reapply(kube, TEMPLATE_YAML.format(name="two-gpus", count=2))
+    await reapply(kube, gpu_template("two-gpus", 2))
     # count next to claims: the llmkube-kueue integration asks for nvidia.com/gpu.
     await reapply(
         kube, model_yaml("counted", gpu("{name: g, resourceClaimTemplateName: two-gpus}", 2))
@@ -136,29 +144,15 @@ spec:
     assert 'names ResourceClaim "shared"' in condition(isvc, "KueueCompatible")["message"]  # type: ignore[index]
 
     # allocationMode All, and a class Kueue has no mapping for.
+    every_gpu = "{deviceClassName: gpu.nvidia.com, allocationMode: All}"
     await apply_text(
         kube,
-        """
-apiVersion: resource.k8s.io/v1
-kind: ResourceClaimTemplate
-metadata: {name: every-gpu}
-spec:
-  spec:
-    devices:
-      requests:
-        - name: gpu
-          exactly: {deviceClassName: gpu.nvidia.com, allocationMode: All}
----
-apiVersion: resource.k8s.io/v1
-kind: ResourceClaimTemplate
-metadata: {name: a100}
-spec:
-  spec:
-    devices:
-      requests:
-        - name: gpu
-          exactly: {deviceClassName: a100.nvidia.com, count: 1}
-""",
+        claim_template("every-gpu", f"        - name: gpu\n          exactly: {every_gpu}")
+        + "---"
+        + claim_template(
+            "a100",
+            "        - name: gpu\n          exactly: {deviceClassName: a100.nvidia.com, count: 1}",
+        ),
     )
     await reapply(kube, model_yaml("all", gpu("{name: g, resourceClaimTemplateName: every-gpu}")))
     await reapply(kube, queued("all", "all"))
@@ -178,7 +172,7 @@ spec:
 
 async def test_without_configured_mappings_classes_are_not_checked() -> None:
     async with dra_cluster() as (kube, _, _):
-        await reapply(kube, TEMPLATE_YAML.format(name="one-gpu", count=1))
+        await reapply(kube, gpu_template("one-gpu", 1))
         await reapply(kube, model_yaml("m", gpu("{name: g, resourceClaimTemplateName: one-gpu}")))
         await reapply(kube, queued("svc", "m"))
         isvc = await wait_condition(

@@ -11,7 +11,15 @@ from controller.manager import Manager
 from controller.resources import DEVICE_CLASS, INFERENCE_SERVICE, MODEL, POD, RESOURCE_SLICE
 from testserver.process import ApiServerProcess
 
-from .conftest import TEMPLATE_YAML, condition, isvc_yaml, model_yaml, reapply, wait_condition
+from .conftest import (
+    claim_template,
+    condition,
+    gpu_template,
+    isvc_yaml,
+    model_yaml,
+    reapply,
+    wait_condition,
+)
 from .dra_cluster import dra_cluster
 
 Cluster = tuple[KubeClient, Manager, ApiServerProcess]
@@ -23,17 +31,10 @@ async def cluster() -> Cluster:  # type: ignore[misc]
         yield c
 
 
-NIC_TEMPLATE = """
-apiVersion: resource.k8s.io/v1
-kind: ResourceClaimTemplate
-metadata: {name: one-nic}
-spec:
-  spec:
-    devices:
-      requests:
-        - name: nic
-          exactly: {deviceClassName: rdma.example.com, count: 1}
-"""
+NIC_TEMPLATE = claim_template(
+    "one-nic",
+    "        - name: nic\n          exactly: {deviceClassName: rdma.example.com, count: 1}",
+)
 NIC_CLASS = """
 apiVersion: resource.k8s.io/v1
 kind: DeviceClass
@@ -69,7 +70,7 @@ def message(obj: dict[str, object], type_: str) -> str:
 
 async def test_class_then_slices_then_ready(cluster: Cluster) -> None:
     kube, _, _ = cluster
-    await reapply(kube, TEMPLATE_YAML.format(name="one-gpu", count=1))
+    await reapply(kube, gpu_template("one-gpu", 1))
     await reapply(kube, NIC_TEMPLATE)
     await reapply(kube, model_yaml("m", claims("one-gpu", "one-nic")))
     m = await wait_condition(kube, MODEL, "m", "AcceleratorReady", "False", "DeviceClassNotFound")
@@ -94,7 +95,7 @@ async def test_class_then_slices_then_ready(cluster: Cluster) -> None:
 
 async def test_more_devices_than_any_node_publishes(cluster: Cluster) -> None:
     kube, _, _ = cluster
-    await reapply(kube, TEMPLATE_YAML.format(name="eight-gpus", count=8))
+    await reapply(kube, gpu_template("eight-gpus", 8))
     await reapply(kube, model_yaml("big", claims("eight-gpus")))
     m = await wait_condition(kube, MODEL, "big", "AcceleratorReady", "False", "InsufficientDevices")
     assert message(m, "AcceleratorReady") == (
@@ -153,7 +154,7 @@ async def test_kep_5004_extended_resource_name(cluster: Cluster) -> None:
     assert "needs 6" in message(m, "AcceleratorReady")
 
     # count next to claims where nvidia.com/gpu is served by DRA: devices asked twice.
-    await reapply(kube, TEMPLATE_YAML.format(name="two-gpus", count=2))
+    await reapply(kube, gpu_template("two-gpus", 2))
     await reapply(kube, model_yaml("claims", claims("two-gpus", count=2)))
     await reapply(kube, isvc_yaml("claims", "claims"))
     isvc = await wait_condition(

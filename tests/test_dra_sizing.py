@@ -23,6 +23,7 @@ from reconcilers.inferenceservice import live_pods
 from testserver.process import ApiServerProcess
 
 from .conftest import (
+    claim_template,
     condition,
     eventually,
     isvc_yaml,
@@ -45,17 +46,8 @@ async def cluster() -> Cluster:  # type: ignore[misc]
 
 
 def template(name: str, request: str) -> str:
-    return f"""
-apiVersion: resource.k8s.io/v1
-kind: ResourceClaimTemplate
-metadata: {{name: {name}}}
-spec:
-  spec:
-    devices:
-      requests:
-        - name: gpus
-{request}
-"""
+    """A template with one request named gpus; request is its body, indented 10."""
+    return claim_template(name, "        - name: gpus\n" + request)
 
 
 async def test_guide_examples_without_count_are_sized_from_the_templates(

@@ -12,10 +12,10 @@ from reconcilers.quota import Allocation
 from testserver.process import ApiServerProcess
 
 from .conftest import (
-    TEMPLATE_YAML,
     TWO_GPU_CLAIMS,
     condition,
     eventually,
+    gpu_template,
     model_yaml,
     quota_yaml,
     reapply,
@@ -54,7 +54,7 @@ async def replicas(kube: KubeClient, name: str, want: int) -> None:
 
 
 async def test_charges_count_per_replica(kube: KubeClient, controller: Manager) -> None:
-    await reapply(kube, TEMPLATE_YAML.format(name="two-gpus", count=2))
+    await reapply(kube, gpu_template("two-gpus", 2))
     await reapply(kube, model_yaml("m", COUNTED))
     await reapply(kube, quota_yaml(10))
     await reapply(kube, isvc_yaml("svc", "m", replicas=3))
@@ -80,7 +80,7 @@ async def test_charges_count_per_replica(kube: KubeClient, controller: Manager) 
 async def test_claims_without_count_charged_only_with_resources_gpu(
     kube: KubeClient, controller: Manager
 ) -> None:
-    await reapply(kube, TEMPLATE_YAML.format(name="two-gpus", count=2))
+    await reapply(kube, gpu_template("two-gpus", 2))
     await reapply(kube, model_yaml("m", UNCOUNTED))
     await reapply(kube, quota_yaml(4))
     await reapply(kube, isvc_yaml("free", "m", replicas=5))
@@ -96,7 +96,7 @@ async def test_claims_without_count_charged_only_with_resources_gpu(
 async def test_over_quota_is_not_scaled_past_it_and_says_so(
     kube: KubeClient, controller: Manager
 ) -> None:
-    await reapply(kube, TEMPLATE_YAML.format(name="two-gpus", count=2))
+    await reapply(kube, gpu_template("two-gpus", 2))
     await reapply(kube, model_yaml("m", COUNTED))
     await reapply(kube, quota_yaml(5))
     await reapply(kube, isvc_yaml("first", "m", replicas=2))

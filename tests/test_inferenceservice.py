@@ -22,10 +22,10 @@ from controller.resources import (
 from testserver.process import ApiServerProcess
 
 from .conftest import (
-    TEMPLATE_YAML,
     TWO_GPU_CLAIMS,
     condition,
     eventually,
+    gpu_template,
     isvc_yaml,
     manager_for,
     model_yaml,
@@ -96,7 +96,7 @@ async def test_missing_model_then_created(kube: KubeClient, controller: Manager)
 async def test_multinode_with_claims_is_rejected_at_reconcile_time(
     kube: KubeClient, controller: Manager
 ) -> None:
-    await reapply(kube, TEMPLATE_YAML.format(name="two-gpus", count=2))
+    await reapply(kube, gpu_template("two-gpus", 2))
     await reapply(kube, model_yaml("m", CLAIMS_GPU))
     await reapply(kube, isvc_yaml("svc", "m", extra=multinode("node-a", "node-b")))
     isvc = await wait_condition(
@@ -150,7 +150,7 @@ async def test_missing_claim_template_blocks_until_created(
     )
     assert "ResourceClaimTemplate 'two-gpus'" in condition(isvc, "ModelResolved")["message"]  # type: ignore[index]
     assert await kube.get(DEPLOYMENT, "default", "svc") is None
-    await reapply(kube, TEMPLATE_YAML.format(name="two-gpus", count=2))
+    await reapply(kube, gpu_template("two-gpus", 2))
     dep = await deployment(kube, "svc")
     assert "limits" not in container(dep)["resources"]
     await wait_condition(kube, INFERENCE_SERVICE, "svc", "ClaimsPresent", "True")
@@ -175,7 +175,7 @@ async def test_missing_claim_template_blocks_until_created(
 async def test_switching_from_claims_to_device_plugin_rewrites_the_pod(
     kube: KubeClient, controller: Manager
 ) -> None:
-    await reapply(kube, TEMPLATE_YAML.format(name="two-gpus", count=2))
+    await reapply(kube, gpu_template("two-gpus", 2))
     await reapply(kube, model_yaml("m", CLAIMS_GPU))
     await reapply(kube, isvc_yaml("svc", "m"))
     dep = await deployment(kube, "svc")
@@ -259,7 +259,7 @@ async def test_invalid_service_spec_gets_a_condition(
 async def test_steady_state_writes_nothing(
     kube: KubeClient, controller: Manager, apiserver: ApiServerProcess
 ) -> None:
-    await reapply(kube, TEMPLATE_YAML.format(name="two-gpus", count=2))
+    await reapply(kube, gpu_template("two-gpus", 2))
     await reapply(kube, model_yaml("m", CLAIMS_GPU))
     await reapply(kube, isvc_yaml("svc", "m"))
     await deployment(kube, "svc")
@@ -302,7 +302,7 @@ async def test_claims_run_where_a_gpu_limit_would_stay_pending(
     dra_cluster: tuple[KubeClient, Manager],
 ) -> None:
     kube, _ = dra_cluster
-    await reapply(kube, TEMPLATE_YAML.format(name="one-gpu", count=1))
+    await reapply(kube, gpu_template("one-gpu", 1))
     await reapply(
         kube,
         model_yaml(
@@ -370,7 +370,7 @@ async def test_shared_claim_across_replicas_is_flagged_not_blocked(
 async def test_kueue_managed_service_with_count_next_to_claims_is_flagged(
     kube: KubeClient, controller: Manager
 ) -> None:
-    await reapply(kube, TEMPLATE_YAML.format(name="two-gpus", count=2))
+    await reapply(kube, gpu_template("two-gpus", 2))
     await reapply(kube, model_yaml("m", CLAIMS_GPU))
     kueue = isvc_yaml("svc", "m").replace(
         "metadata: {name: svc}", "metadata: {name: svc, labels: {kueue.x-k8s.io/queue-name: q}}"

@@ -16,7 +16,7 @@ from controller.kube import KubeClient
 from controller.resources import INFERENCE_SERVICE, MODEL
 from testserver.process import ApiServerProcess
 
-from .conftest import TEMPLATE_YAML, eventually, manager_for
+from .conftest import eventually, gpu_template, manager_for
 
 pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="needs kubectl")
 KUBECONFIG = """
@@ -80,7 +80,7 @@ async def test_deploy_then_status_shows_dra_claims_conditions_and_quota(
     cluster: tuple[KubeClient, dict[str, str]],
 ) -> None:
     client, env = cluster
-    await apply_text(client, TEMPLATE_YAML.format(name="two-gpus", count=2), "team-a")
+    await apply_text(client, gpu_template("two-gpus", 2), "team-a")
     await apply_text(
         client,
         """

@@ -12,9 +12,9 @@ from testserver.process import ApiServerProcess
 
 from .conftest import (
     DRA_CLUSTER_YAML,
-    TEMPLATE_YAML,
     condition,
     eventually,
+    gpu_template,
     model_yaml,
     reconciles,
     wait_condition,
@@ -43,7 +43,7 @@ async def test_template_missing_then_created_then_deleted(
     assert condition(m, "Ready")["status"] == "False"  # type: ignore[index]
 
     # Creating the template is enough: the template watch wakes the Model.
-    await apply_text(kube, TEMPLATE_YAML.format(name="one-gpu", count=1))
+    await apply_text(kube, gpu_template("one-gpu", 1))
     m = await wait_condition(kube, MODEL, "m", "AcceleratorReady", "True", "ResourceClaimsFound")
     assert m["status"]["phase"] == "Ready"
     assert m["status"]["acceleratorReady"] is True
@@ -96,7 +96,7 @@ async def test_every_named_claim_is_checked(kube: KubeClient, controller: Manage
       resourceClaims:
         - {name: a, resourceClaimTemplateName: one-gpu}
         - {name: b, resourceClaimName: extra}"""
-    await apply_text(kube, TEMPLATE_YAML.format(name="one-gpu", count=1))
+    await apply_text(kube, gpu_template("one-gpu", 1))
     await apply_text(kube, model_yaml("m", gpu))
     m = await wait_condition(kube, MODEL, "m", "AcceleratorReady", "False", "ResourceClaimNotFound")
     assert condition(m, "AcceleratorReady")["message"].endswith("ResourceClaim 'extra'")  # type: ignore[index]
@@ -156,7 +156,7 @@ async def test_invalid_spec_gets_a_condition_and_a_warning_event(
 
 async def test_reconcile_is_idempotent(kube: KubeClient, controller: Manager) -> None:
     await apply_text(kube, DRA_CLUSTER_YAML)
-    await apply_text(kube, TEMPLATE_YAML.format(name="one-gpu", count=1))
+    await apply_text(kube, gpu_template("one-gpu", 1))
     await apply_text(kube, model_yaml("m", TEMPLATE_GPU))
     m = await wait_condition(kube, MODEL, "m", "AcceleratorReady", "True")
     await controller.wait_idle()
@@ -166,7 +166,7 @@ async def test_reconcile_is_idempotent(kube: KubeClient, controller: Manager) ->
     # Wake the reconciler again with an unrelated template change: nothing is written.
     await apply_text(
         kube,
-        TEMPLATE_YAML.format(name="one-gpu", count=1).replace(
+        gpu_template("one-gpu", 1).replace(
             "metadata: {name: one-gpu}", "metadata: {name: one-gpu, labels: {touched: 'yes'}}"
         ),
     )

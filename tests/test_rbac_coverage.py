@@ -7,7 +7,7 @@ from controller.kube import KubeClient
 from controller.resources import DEPLOYMENT, INFERENCE_SERVICE, POD
 from testserver.process import ApiServerProcess
 
-from .conftest import TEMPLATE_YAML, eventually, manager_for, model_yaml, reapply, wait_condition
+from .conftest import eventually, gpu_template, manager_for, model_yaml, reapply, wait_condition
 from .test_chart import render, rules_of
 
 VERB_OF = {
@@ -44,7 +44,7 @@ async def test_controller_requests_are_covered_by_the_chart_rbac(
         await manager.wait_synced()
         for example in ("single-gpu.yaml", "multi-gpu.yaml"):
             await apply_text(kube, (EXAMPLES / example).read_text())
-        await apply_text(kube, TEMPLATE_YAML.format(name="one-gpu", count=1))
+        await apply_text(kube, gpu_template("one-gpu", 1))
         await apply_text(kube, model_yaml("multi", "      enabled: true\n      count: 1"))
         multi = """
 apiVersion: inference.llmkube.dev/v1alpha1

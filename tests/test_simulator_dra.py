@@ -21,7 +21,7 @@ from controller.resources import (
 )
 from testserver.process import ApiServerProcess
 
-from .conftest import TEMPLATE_YAML, eventually
+from .conftest import claim_template, eventually, gpu_template
 
 Obj = dict[str, Any]
 
@@ -123,7 +123,7 @@ async def test_template_claim_per_pod_is_named_owned_allocated_and_reserved(
     cluster: tuple[str, KubeClient],
 ) -> None:
     _, kube = cluster
-    await apply_text(kube, TEMPLATE_YAML.format(name="two-gpus", count=2))
+    await apply_text(kube, gpu_template("two-gpus", 2))
     created = await make_pod(kube, "server-0", TEMPLATE_CLAIM)
     pod = await phase(kube, "server-0", "Running")
     assert pod["spec"]["nodeName"] == "gpu-node-1"
@@ -162,7 +162,7 @@ async def test_pod_waits_for_devices_and_runs_once_a_pod_releases_them(
     cluster: tuple[str, KubeClient],
 ) -> None:
     _, kube = cluster
-    await apply_text(kube, TEMPLATE_YAML.format(name="two-gpus", count=2))
+    await apply_text(kube, gpu_template("two-gpus", 2))
     for i in range(3):
         await make_pod(kube, f"p{i}", TEMPLATE_CLAIM)
     await phase(kube, "p0", "Running")
@@ -184,7 +184,7 @@ async def test_pod_waits_for_devices_and_runs_once_a_pod_releases_them(
 
 async def test_slices_decide_what_can_be_allocated(cluster: tuple[str, KubeClient]) -> None:
     _, kube = cluster
-    await apply_text(kube, TEMPLATE_YAML.format(name="two-gpus", count=2))
+    await apply_text(kube, gpu_template("two-gpus", 2))
     slices, _ = await kube.list(RESOURCE_SLICE, None)
     await kube.delete(RESOURCE_SLICE, None, slices[0]["metadata"]["name"])
     await make_pod(kube, "p", TEMPLATE_CLAIM)
@@ -204,29 +204,20 @@ async def test_all_and_first_available(cluster: tuple[str, KubeClient]) -> None:
     _, kube = cluster
     await apply_text(
         kube,
-        """
-apiVersion: resource.k8s.io/v1
-kind: ResourceClaimTemplate
-metadata: {name: prefer-eight}
-spec:
-  spec:
-    devices:
-      requests:
+        claim_template(
+            "prefer-eight",
+            """\
         - name: gpus
           firstAvailable:
             - {name: eight, deviceClassName: gpu.nvidia.com, allocationMode: ExactCount, count: 8}
-            - {name: two, deviceClassName: gpu.nvidia.com, allocationMode: ExactCount, count: 2}
----
-apiVersion: resource.k8s.io/v1
-kind: ResourceClaimTemplate
-metadata: {name: every-gpu}
-spec:
-  spec:
-    devices:
-      requests:
-        - name: gpus
-          exactly: {deviceClassName: gpu.nvidia.com, allocationMode: All}
-""",
+            - {name: two, deviceClassName: gpu.nvidia.com, allocationMode: ExactCount, count: 2}""",
+        )
+        + "---"
+        + claim_template(
+            "every-gpu",
+            "        - name: gpus\n"
+            "          exactly: {deviceClassName: gpu.nvidia.com, allocationMode: All}",
+        ),
     )
     await make_pod(kube, "first", [{"name": "g", "resourceClaimTemplateName": "prefer-eight"}])
     pod = await phase(kube, "first", "Running")
@@ -294,7 +285,7 @@ async def test_missing_device_class_is_named(cluster: tuple[str, KubeClient]) ->
     _, kube = cluster
     await apply_text(
         kube,
-        TEMPLATE_YAML.format(name="two-gpus", count=2).replace("gpu.nvidia.com", "tpu.example.com"),
+        gpu_template("two-gpus", 2).replace("gpu.nvidia.com", "tpu.example.com"),
     )
     await make_pod(kube, "p", TEMPLATE_CLAIM)
     message = await pending_message(kube, "p", "does not exist")
