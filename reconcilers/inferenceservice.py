@@ -55,6 +55,7 @@ from .gpu import DEFAULT_RESOURCE_NAMES, attachment_kind, replica_charge
 from .kueue import KueueSettings, kueue_status, label_workload, queue_name
 from .quota import admission_changes, namespace_allocations
 from .runtime_checks import Problem, runtime_problems
+from .runtimes import RuntimeCommand, runtime_command
 from .workload import (
     MANAGED_BY,
     MANAGER,
@@ -323,7 +324,10 @@ class InferenceServiceReconciler:
         )
         # What the runtime's parser cannot see (parallelism vs the GPUs a pod gets, model
         # form, image): refused before any workload is written; a running one is left.
-        problems = runtime_problems(service, model, model_location(model)[0], claimed)
+        # Built once: checked here, and the Deployment's pods run this same command.
+        model_arg = model_location(model)[0]
+        command = runtime_command(service, model, model_arg, service.model_ref, claimed)
+        problems = runtime_problems(service, model, model_arg, claimed, command)
         if service.multi_node is not None and extended_class and not model.uses_claims:
             problems.insert(0, _multi_node_via_dra(model, extended_class))
         if problems:
@@ -385,7 +389,7 @@ class InferenceServiceReconciler:
                 ready, running, pending = await self._ensure_members(isvc, service, model, admitted)
             else:
                 ready, running, pending = await self._ensure_deployment(
-                    isvc, service, model, admitted, claimed, queue
+                    isvc, service, model, admitted, claimed, queue, command
                 )
             await ensure(
                 self.ctx.client,
@@ -461,9 +465,10 @@ class InferenceServiceReconciler:
         replicas: int,
         claimed: int | None,
         queue: str | None,
+        command: RuntimeCommand,
     ) -> tuple[int, int, str]:
         desired = build_deployment(
-            isvc, service, model, service.model_ref, replicas, claimed_devices=claimed
+            isvc, service, model, service.model_ref, replicas, claimed_devices=claimed, rt=command
         )
         if claimed is not None:
             annotations = desired["metadata"].setdefault("annotations", {})

@@ -96,7 +96,10 @@ def runtime_problems(
     model: ModelSpec,
     model_arg: str,
     claimed_devices: int | None = None,
+    rt: RuntimeCommand | None = None,
 ) -> list[Problem]:
+    """What would stop the runtime or its pods; rt is the command already built from
+    the same arguments, if the caller has it."""
     runtime = service.runtime
     problems = []
     if image_for(model, service) is None:
@@ -127,7 +130,8 @@ def runtime_problems(
                 f"(a URL or path), not {model_arg!r}",
             )
         )
-    rt = runtime_command(service, model, model_arg, service.model_ref, claimed_devices)
+    if rt is None:
+        rt = runtime_command(service, model, model_arg, service.model_ref, claimed_devices)
     opts = user_args(runtime, tuple(rt.args))
     for option, field in CONFIG_FIELDS[runtime].items():
         value = opts.value(option)

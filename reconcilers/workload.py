@@ -141,9 +141,12 @@ def pod_spec(
     model_name: str,
     claimed_devices: int | None = None,
     member: Member | None = None,
+    rt: RuntimeCommand | None = None,
 ) -> Obj:
+    """rt: the runtime command already built from these arguments, if the caller has it."""
     model_arg, loader = model_location(model)
-    rt = runtime_command(service, model, model_arg, model_name, claimed_devices, member)
+    if rt is None:
+        rt = runtime_command(service, model, model_arg, model_name, claimed_devices, member)
     attach = gpu_attachment(model, service)
     spec: Obj = {
         "containers": [_container(rt, service, model, attach)],
@@ -164,6 +167,7 @@ def build_deployment(
     model_name: str,
     replicas: int,
     claimed_devices: int | None = None,
+    rt: RuntimeCommand | None = None,
 ) -> Obj:
     name = isvc["metadata"]["name"]
     template_meta: Obj = {"labels": pod_labels(isvc, service)}
@@ -186,7 +190,7 @@ def build_deployment(
             "strategy": strategy,
             "template": {
                 "metadata": template_meta,
-                "spec": pod_spec(isvc, service, model, model_name, claimed_devices),
+                "spec": pod_spec(isvc, service, model, model_name, claimed_devices, rt=rt),
             },
         },
     }
