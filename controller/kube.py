@@ -194,10 +194,14 @@ def _ssl_context(configuration: k8s_client.Configuration) -> ssl.SSLContext:
     return context
 
 
-def _raise_for_status(status: int, retry_after: str | None, data: bytes) -> None:
+def _raise_for_status(reply: Reply) -> None:
     """An error answer as its typed ApiError, with the server's Retry-After."""
-    if status >= 400:
-        raise error_from(status, data.decode(errors="replace"), parse_retry_after(retry_after))
+    if reply.status >= 400:
+        raise error_from(
+            reply.status,
+            reply.body.decode(errors="replace"),
+            parse_retry_after(reply.headers.get("retry-after")),
+        )
 
 
 def _target(prefix: str, path: str, query: dict[str, str] | None) -> str:
@@ -472,7 +476,7 @@ class KubeClient:
         content_type: str = "application/json",
     ) -> Obj:
         reply = await self._send(method, path, query=query, body=body, content_type=content_type)
-        _raise_for_status(reply.status, reply.headers.get("retry-after"), reply.body)
+        _raise_for_status(reply)
         result: Obj = jsondepth.loads(reply.body) if reply.body else {}
         return result
 
@@ -520,7 +524,7 @@ class KubeClient:
     ) -> Obj:
         reply = await self._send("GET", path, query=query)
         data = reply.body
-        _raise_for_status(reply.status, reply.headers.get("retry-after"), data)
+        _raise_for_status(reply)
         # Items sit 2 levels below the List (the List, its items array).
         page_limit = jsondepth.MAX_DEPTH + 2
         if on_bad_item is None or jsondepth.depth(data, page_limit) <= page_limit:
