@@ -58,7 +58,7 @@ STATUS = Object(
         "admissionDenials": Int(fmt="int64"),
         "lastDenial": Str(),
         "observedGeneration": Int(fmt="int64"),
-        # llmkube-py extensions (README names them): what is asked, and a row per service.
+        # llmkube-py extensions (docs/api.md names them): what is asked, and a row per service.
         "requestedGPUCount": Int(),
         "allocatedGPUCount": Int(description="Devices DRA allocated to the covered services."),
         "omittedServices": Int(

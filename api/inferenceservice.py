@@ -1,7 +1,7 @@
 """InferenceService v1alpha1: LLMKube's field shapes, and the typed spec we read.
 
 Every field of LLMKube's contract is in the schema, so the apiserver stores it; the
-typed spec holds what llmkube-py acts on (README: "LLMKube field -> what llmkube-py does").
+typed spec holds what llmkube-py acts on (docs/api.md: "LLMKube field -> what llmkube-py does").
 """
 
 from __future__ import annotations
@@ -371,7 +371,7 @@ STATUS = Object(
             }
         ),
         "observedGeneration": Int(fmt="int64"),
-        # llmkube-py extensions (README names them): quota and GPU attachment as resolved.
+        # llmkube-py extensions (docs/api.md names them): quota and GPU attachment as resolved.
         "admittedReplicas": Int(),
         "gpusPerReplica": Int(),
         "gpuAttachment": Str(enum=("dra", "device-plugin", "none")),

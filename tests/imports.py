@@ -1,7 +1,7 @@
 """The import-direction check: every arrow between our packages points down, no cycles.
 
 Run by `make lint` (`python -m tests.imports`) and by tests/test_imports.py. The layers
-are those of docs' architecture: app -> webhook, reconcilers -> api, controller -> metrics;
+are those of docs/architecture.md: app -> webhook, reconcilers -> api, controller -> metrics;
 testserver and bench depend on the product, never the reverse.
 """
 
