@@ -55,3 +55,8 @@ ALL_CLAIMS_FOUND = "AllClaimsFound"
 WITHIN_LIMIT = "WithinLimit"
 ACCOUNTED = "Accounted"
 EXCEEDED = "Exceeded"
+
+# Every object: LLMKube fields the spec sets that llmkube-py stores but does not act on.
+FIELDS_SERVED = "FieldsServed"
+FIELDS_NOT_SERVED = "FieldsNotServed"
+ALL_FIELDS_SERVED = "AllFieldsServed"

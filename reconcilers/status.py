@@ -16,6 +16,7 @@ from controller.kube import KubeClient
 from controller.resources import ResourceType
 
 from .conditions import Condition, merge_conditions, transitions
+from .unserved import fields_condition
 
 Obj = dict[str, Any]
 
@@ -63,6 +64,9 @@ class StatusWriter:
         if memo is not None and memo[0] > _rv(obj):
             current = memo[1]  # the cache has not seen our last write yet
         old_conditions = current.get("conditions") or []
+        unserved = fields_condition(rt.kind, obj, old_conditions)
+        if unserved is not None:
+            conditions = [*conditions, unserved]
         status = {
             **_prune(fields),
             "observedGeneration": generation,

@@ -1,0 +1,176 @@
+"""LLMKube fields that llmkube-py stores but does not act on, and which of them a spec sets.
+
+A manifest written for LLMKube applies unchanged, so a field we do not serve is kept on
+the object rather than refused; the reconcilers then name it in the `FieldsServed`
+condition (False, reason `FieldsNotServed`) and one Warning Event, so the intent is never
+dropped silently. A field leaves these tables in the change that starts serving it.
+
+Paths are relative to `spec`; `[]` stands for every item of a list. A value equal to
+the CRD's default (which the API server writes into every object) is not the user's
+request and is not reported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+Obj = dict[str, Any]
+
+MODEL: Mapping[str, object] = {
+    "sha256": None,
+    "sourceSecretRef": None,
+    "refreshPolicy": "IfNotPresent",
+    "prefetch": False,
+    "prefetchTolerations": None,
+    "files": None,
+    "mmproj": None,
+    "hardware.memoryBudget": None,
+    "hardware.memoryFraction": None,
+    "hardware.gpu.memory": None,
+    "hardware.gpu.tolerationKey": None,
+    "hardware.gpu.runtime": None,
+}
+
+INFERENCE_SERVICE: Mapping[str, object] = {
+    "revisionHistoryLimit": None,
+    "autoscaling": None,
+    "endpoint.gateway": None,
+    "resources.hostMemory": None,
+    "resources.ephemeralStorage": None,
+    "resources.gpuMemory": None,
+    "priority": "normal",
+    "evictionProtection": None,
+    "ropeScaling": None,
+    "cacheTypeCustomK": None,
+    "cacheTypeCustomV": None,
+    "speculativeDecoding": None,
+    "reasoningBudgetMessage": None,
+    "turboQuantBits": None,
+    "pagedSSDCacheDir": None,
+    "hotCacheMaxSize": None,
+    "pagedSSDCacheMaxSize": None,
+    "command": None,
+    "args": None,
+    "extraVolumes": None,
+    "extraVolumeMounts": None,
+    "containerPort": None,
+    "bindAddress": "::",
+    "probeOverrides": None,
+    "skipModelInit": None,
+    "podSecurityContext": None,
+    "securityContext": None,
+    "modelCache": None,
+    "personaPlexConfig": None,
+    "disruption": None,
+    "rolloutPolicy": None,
+    "slo": None,
+    "maxPodLifetimeSeconds": None,
+    "maxPodLifetimeIdleTimeoutSeconds": None,
+    "multiNode.rdmaResource": None,
+    "multiNode.ibGIDIndex": None,
+    "multiNode.members[].fabric.socketInterface": None,
+    "multiNode.members[].fabric.ibHCA": None,
+    "multiNode.members[].modelCache": None,
+}
+
+GPU_QUOTA: Mapping[str, object] = {
+    "vramBytes": None,
+    "minPriority": None,
+    "costBudgetRef": None,
+}
+
+# The keys of each runtime's config section that become flags (api/inferenceservice.py
+# types them; docs/runtimes.md says which flag each one is). LLMKube's sections hold
+# more options than these: the rest are kept and reported.
+SERVED_RUNTIME_CONFIG: Mapping[str, frozenset[str]] = {
+    "vllm": frozenset(
+        {
+            "tensorParallelSize",
+            "pipelineParallelSize",
+            "maxModelLen",
+            "quantization",
+            "dtype",
+            "kvCacheDtype",
+            "enablePrefixCaching",
+            "enableChunkedPrefill",
+            "maxNumBatchedTokens",
+            "attentionBackend",
+            "enableExpertParallel",
+            "cpuOffloadGB",
+            "gpuMemoryUtilization",
+        }
+    ),
+    "sglang": frozenset(
+        {
+            "tensorParallelSize",
+            "dataParallelSize",
+            "expertParallelSize",
+            "contextLength",
+            "memFractionStatic",
+            "quantization",
+        }
+    ),
+    "tgi": frozenset({"quantize", "maxInputLength", "maxTotalTokens", "dtype"}),
+}
+_CONFIG_SECTION = {"vllm": "vllmConfig", "sglang": "sglangConfig", "tgi": "tgiConfig"}
+
+
+def _found(node: Any, parts: list[str], path: str) -> Iterator[tuple[str, Any]]:
+    """(concrete path, value) for each value present at parts below node."""
+    if not parts:
+        yield path, node
+        return
+    head, rest = parts[0], parts[1:]
+    if head.endswith("[]"):
+        items = node.get(head[:-2]) if isinstance(node, dict) else None
+        if isinstance(items, list):
+            for i, item in enumerate(items):
+                yield from _found(item, rest, f"{path}.{head[:-2]}[{i}]")
+        return
+    if isinstance(node, dict) and node.get(head) is not None:
+        yield from _found(node[head], rest, f"{path}.{head}")
+
+
+def _set_paths(spec: Obj, table: Mapping[str, object]) -> list[str]:
+    paths: list[str] = []
+    for field, default in table.items():
+        for path, value in _found(spec, field.split("."), "spec"):
+            if value != default and value not in ({}, [], ""):
+                paths.append(path)
+    return paths
+
+
+def _runtime_config_paths(spec: Obj) -> list[str]:
+    runtime = spec.get("runtime") or "llamacpp"
+    paths: list[str] = []
+    for owner, section in _CONFIG_SECTION.items():
+        config = spec.get(section)
+        if not isinstance(config, dict):
+            continue
+        if owner != runtime:  # only spec.runtime's own section is read
+            if config:
+                paths.append(f"spec.{section}")
+            continue
+        served = SERVED_RUNTIME_CONFIG[owner]
+        paths += [
+            f"spec.{section}.{k}" for k, v in config.items() if k not in served and v is not None
+        ]
+    return paths
+
+
+def model_fields(spec: Any) -> list[str]:
+    """The paths of the Model fields this spec sets that llmkube-py does not serve."""
+    return _set_paths(spec, MODEL) if isinstance(spec, dict) else []
+
+
+def inference_service_fields(spec: Any) -> list[str]:
+    """The paths of the InferenceService fields this spec sets that are not served."""
+    if not isinstance(spec, dict):
+        return []
+    return _set_paths(spec, INFERENCE_SERVICE) + _runtime_config_paths(spec)
+
+
+def gpu_quota_fields(spec: Any) -> list[str]:
+    """The paths of the GPUQuota fields this spec sets that are not served."""
+    return _set_paths(spec, GPU_QUOTA) if isinstance(spec, dict) else []
