@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from .autoscaling import Autoscaling, parse_autoscaling
 from .common import CONDITIONS, ENV, LABELS, LOCAL_REF, SECRET_KEY_REF, TOLERATIONS
 from .errors import InvalidSpec
 from .model import MAX_GPU_COUNT, ModelSpec
@@ -539,6 +540,7 @@ class InferenceServiceSpec:
     pod: PodSettings = field(default_factory=PodSettings)
     settings: RuntimeSettings = field(default_factory=RuntimeSettings)
     extra_args: tuple[str, ...] = ()
+    autoscaling: Autoscaling | None = None
 
     @property
     def served(self) -> bool:
@@ -644,6 +646,8 @@ def parse_inference_service(spec: Any) -> InferenceServiceSpec:
     """The typed InferenceService spec, or InvalidSpec listing every problem by field path."""
     data, errors = validate(SPEC, spec, "spec")
     errors = errors or _extra_args_errors(data)
+    autoscaling, scaling_errors = parse_autoscaling(data) if not errors else (None, [])
+    errors += scaling_errors
     if errors:
         raise InvalidSpec(errors)
     res = data.get("resources") or {}
@@ -699,6 +703,7 @@ def parse_inference_service(spec: Any) -> InferenceServiceSpec:
         ),
         settings=_settings(data),
         extra_args=tuple(data.get("extraArgs") or ()),
+        autoscaling=autoscaling,
     )
 
 

@@ -34,7 +34,6 @@ MODEL: Mapping[str, object] = {
 
 INFERENCE_SERVICE: Mapping[str, object] = {
     "revisionHistoryLimit": None,
-    "autoscaling": None,
     "endpoint.gateway": None,
     "resources.hostMemory": None,
     "resources.ephemeralStorage": None,

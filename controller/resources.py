@@ -52,6 +52,9 @@ NAMESPACE = ResourceType("", "v1", "namespaces", "Namespace", False)
 NODE = ResourceType("", "v1", "nodes", "Node", False)
 SECRET = ResourceType("", "v1", "secrets", "Secret")
 LEASE = ResourceType("coordination.k8s.io", "v1", "leases", "Lease")
+HORIZONTAL_POD_AUTOSCALER = ResourceType(
+    "autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler"
+)
 CRD = ResourceType(
     "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False
 )
@@ -70,6 +73,7 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
     NODE,
     SECRET,
     LEASE,
+    HORIZONTAL_POD_AUTOSCALER,
     CRD,
 )
 CUSTOM_TYPES: tuple[ResourceType, ...] = (MODEL, INFERENCE_SERVICE, GPU_QUOTA)

@@ -34,6 +34,7 @@ from controller.resources import (
     DEPLOYMENT,
     DEVICE_CLASS,
     GPU_QUOTA,
+    HORIZONTAL_POD_AUTOSCALER,
     INFERENCE_SERVICE,
     MODEL,
     POD,
@@ -47,6 +48,7 @@ from controller.resources import (
 from . import dra
 from .advice import advisories
 from .apply import NotOwned, ensure, replace_pod_if_changed
+from .autoscaling import ensure_autoscaler
 from .claims import missing_claims, names_claim
 from .conditions import Condition
 from .context import Context
@@ -125,6 +127,7 @@ class InferenceServiceReconciler:
             ),
             Watch(DEPLOYMENT, self._owner, OWNED_SELECTOR),
             Watch(SERVICE, self._owner, OWNED_SELECTOR),
+            Watch(HORIZONTAL_POD_AUTOSCALER, self._owner, OWNED_SELECTOR),
             Watch(POD, self._pod_owner, OWNED_SELECTOR),
             # KEP-5004 and Kueue's verdict read DeviceClasses (cluster-wide, rarely changed).
             Watch(DEVICE_CLASS, self._all_services),
@@ -408,6 +411,7 @@ class InferenceServiceReconciler:
                     uid,
                     keep=("clusterIPs", "ipFamilies", "ipFamilyPolicy"),
                 )
+            await ensure_autoscaler(self.ctx.client, self.ctx.cache, isvc, service)
         except NotOwned as e:
             conditions += [
                 Condition(WORKLOAD_READY, False, c.WORKLOAD_CONFLICT, str(e)),

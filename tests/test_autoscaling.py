@@ -1,0 +1,174 @@
+"""spec.autoscaling: an HPA on the InferenceService's scale subresource, capped by GPUQuota."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from api import InvalidSpec, parse_inference_service
+from app.manifests import apply_text
+from controller.kube import KubeClient
+from controller.manager import Manager
+from controller.resources import DEPLOYMENT, HORIZONTAL_POD_AUTOSCALER, INFERENCE_SERVICE
+
+from .conftest import (
+    condition,
+    eventually,
+    isvc_yaml,
+    model_yaml,
+    quota_yaml,
+    reapply,
+    wait_condition,
+)
+
+Obj = dict[str, Any]
+GPU = "      enabled: true\n      count: 1"
+SCALING = "  autoscaling: {minReplicas: 1, maxReplicas: 4}"
+
+
+async def hpa(kube: KubeClient, name: str, present: bool = True) -> Obj | None:
+    async def probe() -> Obj | None | bool:
+        found = await kube.get(HORIZONTAL_POD_AUTOSCALER, "default", name)
+        if present:
+            return found
+        return True if found is None else None
+
+    found = await eventually(probe, what=f"HPA {name} {'present' if present else 'gone'}")
+    return found if isinstance(found, dict) else None
+
+
+async def deployment_replicas(kube: KubeClient, name: str, replicas: int) -> Obj:
+    async def probe() -> Obj | None:
+        dep = await kube.get(DEPLOYMENT, "default", name)
+        return dep if dep and dep["spec"].get("replicas") == replicas else None
+
+    return await eventually(probe, what=f"Deployment {name} at {replicas} replicas")
+
+
+async def test_hpa_targets_the_service_and_the_quota_caps_what_it_asks(
+    kube: KubeClient, controller: Manager
+) -> None:
+    await apply_text(kube, model_yaml("m", GPU))
+    await apply_text(kube, quota_yaml(2))
+    await apply_text(kube, isvc_yaml("s", "m", "vllm", SCALING))
+    found = await hpa(kube, "s")
+    assert found is not None
+    assert found["spec"]["scaleTargetRef"] == {
+        "apiVersion": "inference.llmkube.dev/v1alpha1",
+        "kind": "InferenceService",
+        "name": "s",
+    }
+    assert (found["spec"]["minReplicas"], found["spec"]["maxReplicas"]) == (1, 4)
+    # No metrics given: vLLM's own gauge of requests in flight, as LLMKube's default.
+    assert found["spec"]["metrics"] == [
+        {
+            "type": "Pods",
+            "pods": {
+                "metric": {"name": "vllm:num_requests_running"},
+                "target": {"type": "AverageValue", "averageValue": "2"},
+            },
+        }
+    ]
+    owner = found["metadata"]["ownerReferences"][0]
+    assert owner["kind"] == "InferenceService" and owner["controller"] is True
+
+    # The HPA scales the service through its scale subresource, as the HPA controller does.
+    await kube.patch(
+        INFERENCE_SERVICE, "default", "s", {"spec": {"replicas": 3}}, subresource="scale"
+    )
+    await deployment_replicas(kube, "s", 2)  # the quota of 2 GPUs admits 2 of the 3
+    isvc = await wait_condition(kube, INFERENCE_SERVICE, "s", "QuotaAdmitted", "False")
+    assert isvc["spec"]["replicas"] == 3, "the controller never writes spec.replicas"
+    scale = await kube.request("GET", INFERENCE_SERVICE.object_path("default", "s", "scale"))
+    assert scale["status"]["selector"] == "inference.llmkube.dev/inferenceservice=s"
+
+    await kube.patch(
+        INFERENCE_SERVICE, "default", "s", {"spec": {"replicas": 1}}, subresource="scale"
+    )
+    await deployment_replicas(kube, "s", 1)
+
+
+async def test_hpa_follows_the_spec_and_goes_when_cleared_or_suspended(
+    kube: KubeClient, controller: Manager
+) -> None:
+    await apply_text(kube, model_yaml("m", GPU))
+    metrics = (
+        "  autoscaling:\n    maxReplicas: 3\n    metrics:\n"
+        "      - {type: Resource, name: cpu, targetAverageUtilization: 70}\n"
+        "      - {type: Pods, name: vllm:num_requests_waiting, targetAverageValue: 500m}"
+    )
+    await apply_text(kube, isvc_yaml("s", "m", "vllm", metrics))
+    found = await hpa(kube, "s")
+    assert found is not None
+    assert found["spec"]["minReplicas"] == 1  # LLMKube's default
+    assert found["spec"]["metrics"] == [
+        {
+            "type": "Resource",
+            "resource": {
+                "name": "cpu",
+                "target": {"type": "Utilization", "averageUtilization": 70},
+            },
+        },
+        {
+            "type": "Pods",
+            "pods": {
+                "metric": {"name": "vllm:num_requests_waiting"},
+                "target": {"type": "AverageValue", "averageValue": "500m"},
+            },
+        },
+    ]
+    await reapply(kube, isvc_yaml("s", "m", "vllm", SCALING + "\n  suspend: true"))
+    await hpa(kube, "s", present=False)
+    await reapply(kube, isvc_yaml("s", "m", "vllm", SCALING))
+    await hpa(kube, "s")
+    await reapply(kube, isvc_yaml("s", "m", "vllm"))
+    await hpa(kube, "s", present=False)
+    isvc = await kube.get(INFERENCE_SERVICE, "default", "s")
+    assert condition(isvc, "FieldsServed") is None, "autoscaling is served"
+
+
+@pytest.mark.parametrize(
+    ("autoscaling", "error"),
+    [
+        ({"minReplicas": 2}, "spec.autoscaling.maxReplicas: required"),
+        ({"minReplicas": 5, "maxReplicas": 2}, "spec.autoscaling.minReplicas: 5 is above"),
+        (
+            {"maxReplicas": 2, "metrics": [{"type": "Pods", "name": "x"}]},
+            "spec.autoscaling.metrics[0].targetAverageValue: required",
+        ),
+        (
+            {
+                "maxReplicas": 2,
+                "metrics": [{"type": "Pods", "name": "x", "targetAverageValue": "lots"}],
+            },
+            "spec.autoscaling.metrics[0].targetAverageValue: 'lots' is not a quantity",
+        ),
+        (
+            {"maxReplicas": 2, "metrics": [{"type": "Resource", "name": "cpu"}]},
+            "spec.autoscaling.metrics[0].targetAverageUtilization: required",
+        ),
+    ],
+)
+def test_an_hpa_the_api_server_would_refuse_is_refused_naming_the_field(
+    autoscaling: Obj, error: str
+) -> None:
+    with pytest.raises(InvalidSpec) as raised:
+        parse_inference_service({"modelRef": "m", "autoscaling": autoscaling})
+    assert any(e.startswith(error) for e in raised.value.errors), raised.value.errors
+
+
+def test_autoscaling_with_multinode_is_refused() -> None:
+    members = [{"node": "a", "fabric": {"address": "10.0.0.1"}}, {"node": "b"}]
+    with pytest.raises(InvalidSpec) as raised:
+        parse_inference_service(
+            {
+                "modelRef": "m",
+                "runtime": "vllm",
+                "multiNode": {"members": members},
+                "autoscaling": {"maxReplicas": 2},
+            }
+        )
+    assert raised.value.errors == [
+        "spec.autoscaling: cannot be combined with spec.multiNode (one replica at most)"
+    ]
