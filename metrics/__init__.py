@@ -30,7 +30,7 @@ class ControllerMetrics:
         # No `*_created` series beside counters and histograms: controller-runtime's
         # client_golang has none, and they double the series a scrape stores.
         # prometheus_client's switch is process-wide (read at each collect).
-        disable_created_metrics()
+        disable_created_metrics()  # type: ignore[no-untyped-call]
         self.registry = registry or CollectorRegistry()
         ProcessCollector(registry=self.registry)
         PlatformCollector(registry=self.registry)
