@@ -226,6 +226,8 @@ class Informer:
         self.resets = 0  # relists because the server's resourceVersions went backwards
         self.failure: str | None = None  # the last unexpected error, until the loop recovers
         self.metrics = metrics
+        if metrics:
+            metrics.init_resource(rt.plural)
         self.log = log.bind(resource=rt.plural)
 
     def add_handler(self, handler: Handler) -> None:

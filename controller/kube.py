@@ -36,6 +36,8 @@ import yarl
 from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
 
+from metrics.rest_client import RestClientMetrics
+
 from . import jsondepth
 from .http1 import ConnectionPool, Reply
 from .resources import ResourceType
@@ -250,6 +252,16 @@ class KubeClient:
         # unless a proxy may be involved: proxies are aiohttp's to speak to.
         self.lean = self._url.scheme in ("http", "https") and not proxy and not trust_env
         self._pool: ConnectionPool | None = None
+        # rest_client_* metrics; a Manager binds them to its registry (record_metrics_in).
+        self.rest_metrics = RestClientMetrics(None).recorder(self.api_host)
+
+    @property
+    def api_host(self) -> str:
+        """The API server's host[:port] as its URL writes it: the `host` label."""
+        return self._url.netloc.rpartition("@")[2]
+
+    def record_metrics_in(self, metrics: RestClientMetrics) -> None:
+        self.rest_metrics = metrics.recorder(self.api_host)
 
     def _ssl(self) -> ssl.SSLContext | None:
         return _ssl_context(self.configuration) if self._url.scheme == "https" else None
@@ -385,7 +397,9 @@ class KubeClient:
         while True:
             await self.throttle.wait(path)
             self._check_fence(method, path)
-            response = await send()
+            response = await self.rest_metrics.attempt(
+                method, send, lambda r: answer(r)[0], unsent=Fenced
+            )
             status, header = answer(response)
             retry_after = parse_retry_after(header)
             if retry_after is not None and (status == 429 or status >= 500):
@@ -422,12 +436,15 @@ class KubeClient:
             async with await self._aiohttp(method, path, query, data, content_type) as r:
                 return Reply(r.status, {k.lower(): v for k, v in r.headers.items()}, await r.read())
 
-        return await self._retrying(
+        return await self.rest_metrics.timed(
             method,
-            path,
-            lean if self.lean else via_aiohttp,
-            lambda r: (r.status, r.headers.get("retry-after")),
-            lambda r: None,
+            self._retrying(
+                method,
+                path,
+                lean if self.lean else via_aiohttp,
+                lambda r: (r.status, r.headers.get("retry-after")),
+                lambda r: None,
+            ),
         )
 
     async def _aiohttp(

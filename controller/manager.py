@@ -153,6 +153,7 @@ class Manager:
         self.client = client
         self.config = config or ManagerConfig()
         self.metrics = metrics or ControllerMetrics()
+        client.record_metrics_in(self.metrics.rest_client)
         self.cache = Cache()
         self.queue = ControllerQueues(self.metrics)
         self.recorder = EventRecorder(client, metrics=self.metrics.events)
@@ -174,6 +175,7 @@ class Manager:
                 self.config.identity,
                 on_change=self._leadership_changed,
             )
+        self._leadership_changed(False)  # a standby (or still syncing) until it reconciles
         self.http_port: int | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._workers: list[asyncio.Task[None]] = []
@@ -219,6 +221,14 @@ class Manager:
         informer.add_handler(enqueue)
 
     def _leadership_changed(self, leading: bool) -> None:
+        """leader_election_master_status{name=<lease>}: 1 while this replica reconciles.
+
+        Unlike controller-runtime (no series without an elector, none on a standby until
+        it first leads), every replica reports from start-up: 0 while a standby or
+        syncing, 1 while leading, and, without leader election, 1 once its workers run
+        (the sole replica is the one reconciling), so the dashboard's Leader panel and
+        the LLMKubeLeaderAbsent alert work with the chart's default of one replica.
+        """
         self.metrics.reconcile.leader.labels(self.config.lease_name).set(1 if leading else 0)
 
     # -- lifecycle ---------------------------------------------------------------
@@ -258,6 +268,8 @@ class Manager:
             self._tasks.append(asyncio.create_task(self.elector.run(), name="leader"))
             await self.elector.leading.wait()
             self._tasks.append(asyncio.create_task(self._stop_when_lost(), name="lost"))
+        else:
+            self._leadership_changed(True)
         for name in self.reconcilers:
             workers = self.workers_for(name)
             self.metrics.reconcile.max_concurrent.labels(name).set(workers)
@@ -298,6 +310,7 @@ class Manager:
             *(t for t in [*self._workers, *self._tasks] if t is not current),
             return_exceptions=True,
         )
+        self._leadership_changed(False)  # its workers are gone
         await self.recorder.stop()  # write the Events still queued, briefly
         gc.unfreeze()  # what start-up froze may be garbage now (tests start many managers)
         if self._gc_threshold is not None:

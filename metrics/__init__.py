@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
+from prometheus_client import (
+    CollectorRegistry,
+    GCCollector,
+    PlatformCollector,
+    ProcessCollector,
+    disable_created_metrics,
+)
 
 from .domain import DomainCollector, DomainObjects, DomainSource
 from .events import EventMetrics
 from .informer import InformerMetrics
 from .reconcile import ReconcileMetrics
+from .rest_client import RestClientMetrics
 from .workqueue import WorkqueueMetrics
 
 
@@ -20,6 +27,10 @@ class ControllerMetrics:
     """
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        # No `*_created` series beside counters and histograms: controller-runtime's
+        # client_golang has none, and they double the series a scrape stores.
+        # prometheus_client's switch is process-wide (read at each collect).
+        disable_created_metrics()  # type: ignore[no-untyped-call]
         self.registry = registry or CollectorRegistry()
         ProcessCollector(registry=self.registry)
         PlatformCollector(registry=self.registry)
@@ -30,6 +41,8 @@ class ControllerMetrics:
         self.domain = DomainCollector(self.registry)
         self.informer = InformerMetrics(self.registry)
         self.events = EventMetrics(self.registry)
+        # client-go's rest_client_*: the Manager points its KubeClient here.
+        self.rest_client = RestClientMetrics(self.registry)
 
     def init_controller(self, name: str) -> None:
         """Create a controller's series at zero, as controller-runtime does at start-up,
@@ -46,5 +59,6 @@ __all__ = [
     "EventMetrics",
     "InformerMetrics",
     "ReconcileMetrics",
+    "RestClientMetrics",
     "WorkqueueMetrics",
 ]

@@ -9,7 +9,9 @@ the cache), the families are exported without samples.
 
 Series (LLMKube's names and labels, plus `llmkube_inferenceservice_devices`, ours):
 
-- `llmkube_gpuquota_used_gpu_count{gpuquota,namespace}`: status.usedGPUCount (0 until set)
+- `llmkube_gpuquota_used_gpus{gpuquota,namespace}`: status.usedGPUCount (0 until set);
+  also under its old name `llmkube_gpuquota_used_gpu_count`, deprecated (a gauge must not
+  end in `_count`, promtool says), for one release
 - `llmkube_gpuquota_gpu_count_limit{gpuquota,namespace}`: spec.gpuCount (0: no cap)
 - `llmkube_inferenceservice_phase{inferenceservice,namespace,phase}`: 1 for the one phase
 - `llmkube_inferenceservice_info{inferenceservice,namespace,accelerator,runtime}`: 1
@@ -38,6 +40,8 @@ REPLICA_STATES = ("ready", "desired")
 WAITING_FOR_GPU = "WaitingForGPU"
 ISVC = ("inferenceservice", "namespace")
 QUOTA = ("gpuquota", "namespace")
+# The old name of llmkube_gpuquota_used_gpus, still exported (same samples) for one release.
+DEPRECATED_USED = "llmkube_gpuquota_used_gpu_count"
 
 
 @dataclass
@@ -102,8 +106,15 @@ class DomainCollector(Collector):
 
         return {
             "used": gauge(
-                "llmkube_gpuquota_used_gpu_count",
+                "llmkube_gpuquota_used_gpus",
                 "GPUs currently used by InferenceServices in a GPUQuota's scope.",
+                QUOTA,
+            ),
+            "used_deprecated": gauge(
+                DEPRECATED_USED,
+                "Deprecated: renamed llmkube_gpuquota_used_gpus (a gauge must not end in "
+                "_count); this name goes in the next release. GPUs currently used by "
+                "InferenceServices in a GPUQuota's scope.",
                 QUOTA,
             ),
             "limit": gauge(
@@ -151,7 +162,9 @@ class DomainCollector(Collector):
     def _quotas(quotas: Iterable[Obj], families: dict[str, GaugeMetricFamily]) -> None:
         for quota in quotas:
             labels = list(_key(quota))
-            families["used"].add_metric(labels, _number(_get(quota, "status", "usedGPUCount")))
+            used = _number(_get(quota, "status", "usedGPUCount"))
+            families["used"].add_metric(labels, used)
+            families["used_deprecated"].add_metric(labels, used)
             families["limit"].add_metric(labels, _number(_get(quota, "spec", "gpuCount")))
 
     @staticmethod

@@ -31,3 +31,9 @@ class InformerMetrics:
             ["resource", "reason"],
             registry=registry,
         )
+
+    def init_resource(self, resource: str) -> None:
+        """A resource's error and restart counters at 0 from its informer's creation, so
+        rate() and increase() see the first error (a series born at 1 shows no increase)."""
+        for counter in (self.handler_errors, self.decode_errors, self.restarts):
+            counter.labels(resource)

@@ -353,7 +353,9 @@ def test_dashboard_queries_only_exported_metrics() -> None:
         for suffix in suffixes[family.type]
     }
     exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
-    families_re = r"\b((?:workqueue|controller_runtime|leader|llmkube|process|python)_\w+)"
+    families_re = (
+        r"\b((?:workqueue|controller_runtime|leader|llmkube|process|python|rest_client)_\w+)"
+    )
     used = {m for e in exprs for m in re.findall(families_re, e)}
     assert used, "the dashboard queries nothing"
     assert used <= exported, used - exported
@@ -369,11 +371,15 @@ def test_dashboard_queries_only_exported_metrics() -> None:
     } <= families
     assert {
         "process_resident_memory_bytes",
-        "llmkube_gpuquota_used_gpu_count",
+        "rest_client_requests_total",
+        "rest_client_request_duration_seconds_bucket",
+        "llmkube_gpuquota_used_gpus",
         "llmkube_gpuquota_gpu_count_limit",
         "llmkube_inferenceservice_phase",
         "llmkube_inferenceservice_devices",
     } <= used
+    # Not the deprecated name, nor a count of objects plotted as bytes.
+    assert not used & {"llmkube_gpuquota_used_gpu_count", "python_gc_objects_collected_total"}
     variables = {v["name"]: v for v in dashboard["templating"]["list"]}
     assert "namespace" in variables["namespace"]["query"]
     for expr in exprs:
@@ -453,18 +459,29 @@ def test_scrape_annotations_are_a_toggle_off_beside_the_service_monitor() -> Non
     }
 
 
-def test_prometheus_rule_alerts_on_errors_queue_depth_and_a_missing_leader() -> None:
+ALERTS = {
+    "LLMKubeReconcileErrorRateHigh",
+    "LLMKubeWorkQueueDepthHigh",
+    "LLMKubeLeaderAbsent",
+    "LLMKubeControllerMetricsAbsent",
+}
+
+
+def test_prometheus_rule_alerts_on_errors_queue_depth_a_missing_leader_and_no_scrape() -> None:
     assert "PrometheusRule" not in kinds(render({}))
     rule_values = {"metrics": {"prometheusRule": {"enabled": True, "labels": {"release": "p"}}}}
     one = find(render(rule_values), "PrometheusRule")
     assert one["metadata"]["labels"]["release"] == "p"
+    # The same alerts with one replica (no leader election) as with three.
     alerts = {r["alert"]: r for g in one["spec"]["groups"] for r in g["rules"]}
-    assert set(alerts) == {"LLMKubeReconcileErrorRateHigh", "LLMKubeWorkQueueDepthHigh"}
+    assert set(alerts) == ALERTS
     three = find(render({**rule_values, "replicas": 3}), "PrometheusRule")
-    alerts = {r["alert"]: r for g in three["spec"]["groups"] for r in g["rules"]}
-    assert "LLMKubeLeaderAbsent" in alerts
+    assert {r["alert"] for g in three["spec"]["groups"] for r in g["rules"]} == ALERTS
     assert "> 0.1" in alerts["LLMKubeReconcileErrorRateHigh"]["expr"]
     assert "> 100" in alerts["LLMKubeWorkQueueDepthHigh"]["expr"]
+    # Not scraped at all is not "no leader": that alert has no `or vector(0)` fallback.
+    assert "vector(" not in alerts["LLMKubeLeaderAbsent"]["expr"]
+    assert 'pod=~"llmkube-' in alerts["LLMKubeControllerMetricsAbsent"]["expr"]
     # Every metric an alert queries is one the controller exports.
     exported = {f.name for f in ControllerMetrics().registry.collect()}
     for alert in alerts.values():

@@ -69,10 +69,14 @@ def test_gauges_follow_the_objects_at_each_scrape() -> None:
     )
     collector.bind(lambda: objects)
 
-    assert samples(registry, "llmkube_gpuquota_used_gpu_count") == {
+    assert samples(registry, "llmkube_gpuquota_used_gpus") == {
         ("gpus", "team-a"): 3,
         ("fresh", "team-b"): 0,  # before its first status: present, at zero
     }
+    # The old name, deprecated for one release, carries the same samples.
+    assert samples(registry, "llmkube_gpuquota_used_gpu_count") == samples(
+        registry, "llmkube_gpuquota_used_gpus"
+    )
     assert samples(registry, "llmkube_gpuquota_gpu_count_limit") == {
         ("gpus", "team-a"): 4,
         ("fresh", "team-b"): 0,
@@ -98,6 +102,7 @@ def test_gauges_follow_the_objects_at_each_scrape() -> None:
     assert samples(registry, "llmkube_inferenceservice_phase") == {
         ("chat", "team-a", "Progressing"): 1
     }
+    assert samples(registry, "llmkube_gpuquota_used_gpus") == {}
     assert samples(registry, "llmkube_gpuquota_used_gpu_count") == {}
     assert samples(registry, "llmkube_inferenceservice_devices") == {}
     assert samples(registry, "llmkube_gpu_queue_depth") == {("team-a",): 0}
@@ -107,7 +112,7 @@ def test_malformed_status_counts_zero_and_unbound_families_are_exported() -> Non
     registry = CollectorRegistry()
     collector = DomainCollector(registry)
     names = {f.name for f in registry.collect()}
-    assert {"llmkube_gpuquota_used_gpu_count", "llmkube_inferenceservice_phase"} <= names
+    assert {"llmkube_gpuquota_used_gpus", "llmkube_inferenceservice_phase"} <= names
     bad = isvc("x", "Ready", readyReplicas="3", allocation={"allocatedDevices": True})
     collector.bind(lambda: DomainObjects(services=[bad]))
     assert samples(registry, "llmkube_inferenceservice_replicas")[("x", "team-a", "ready")] == 0
@@ -155,6 +160,7 @@ async def test_metrics_endpoint_serves_the_gauges_from_the_cache(kube: KubeClien
         await manager.wait_idle()
         scraped = await scrape(manager)
         assert series(scraped, "llmkube_gpuquota_gpu_count_limit") == {("q", "default"): 3}
+        assert series(scraped, "llmkube_gpuquota_used_gpus") == {("q", "default"): 1}
         assert series(scraped, "llmkube_gpuquota_used_gpu_count") == {("q", "default"): 1}
         live = await kube.get(INFERENCE_SERVICE, "default", "chat")
         phase = live["status"]["phase"]  # type: ignore[index]
@@ -206,3 +212,10 @@ def test_controller_metrics_carry_the_domain_collector() -> None:
     assert isinstance(metrics.domain, DomainCollector)
     names = {f.name for f in metrics.registry.collect()}
     assert "llmkube_gpuquota_gpu_count_limit" in names
+
+
+def test_the_deprecated_quota_gauge_says_so_in_its_help() -> None:
+    families = {f.name: f for f in ControllerMetrics().registry.collect()}
+    old = families["llmkube_gpuquota_used_gpu_count"].documentation
+    assert old.startswith("Deprecated: renamed llmkube_gpuquota_used_gpus")
+    assert "Deprecated" not in families["llmkube_gpuquota_used_gpus"].documentation

@@ -30,12 +30,10 @@ async def test_only_the_leader_reconciles_and_a_standby_takes_over(kube: KubeCli
         assert not second._workers, "a standby runs no workers"
         lease = await kube.get(LEASE, "default", "llmkube-controller")
         assert lease is not None and lease["spec"]["holderIdentity"] == "first"
-        assert (
-            first.metrics.registry.get_sample_value(
-                "leader_election_master_status", {"name": "llmkube-controller"}
-            )
-            == 1
-        )
+        lease = {"name": "llmkube-controller"}
+        assert first.metrics.registry.get_sample_value("leader_election_master_status", lease) == 1
+        # The standby reports too (controller-runtime's has no series until it leads).
+        assert second.metrics.registry.get_sample_value("leader_election_master_status", lease) == 0
 
         await first.stop()  # releases the lease on the way out
         await eventually(

@@ -68,6 +68,27 @@ async def test_metrics_use_controller_runtime_names(kube: KubeClient, controller
         assert line in text, line
 
 
+async def test_leader_status_without_leader_election_is_1_while_the_workers_run(
+    kube: KubeClient,
+) -> None:
+    # The chart's default (one replica, no election): the Leader panel and the
+    # LLMKubeLeaderAbsent alert read this series.
+    manager = manager_for(kube)
+    lease = {"name": "llmkube-controller"}
+
+    def status() -> float | None:
+        return manager.metrics.registry.get_sample_value("leader_election_master_status", lease)
+
+    assert status() == 0  # present from the start: not reconciling yet
+    await manager.start()
+    try:
+        await eventually(lambda: asyncio.sleep(0, manager._workers), what="workers running")
+        assert status() == 1
+    finally:
+        await manager.stop()
+    assert status() == 0
+
+
 async def test_api_errors_are_retried_with_backoff_and_counted(
     kube: KubeClient, apiserver: ApiServerProcess
 ) -> None:
@@ -128,6 +149,15 @@ async def test_workqueue_series_are_one_per_controller_and_pre_initialised(
         for s in metric.samples
     }
     assert names == {"model", "inferenceservice", "gpuquota"}
+    # Each informer's error and restart counters too, so increase() sees the first one.
+    for informer in controller.cache.informers:
+        for counter in (
+            "llmkube_informer_handler_errors_total",
+            "llmkube_informer_decode_errors_total",
+            "llmkube_informer_restarts_total",
+        ):
+            labels = {"resource": informer.plural}
+            assert registry.get_sample_value(counter, labels) == 0, (counter, labels)
 
 
 async def test_metrics_endpoint_has_process_collectors_and_speaks_openmetrics(
