@@ -100,8 +100,12 @@ def test_3_user_model_id_is_the_only_one() -> None:
 def test_3_hostname_is_not_a_spelling_of_host_outside_tgi(runtime: str) -> None:
     argv = container(runtime, gpu_model(), extraArgs=["--hostname", "::"])["args"]
     assert value(argv, "--host") == "0.0.0.0"  # ours stays: --hostname is not --host there
+    # ...and the runtime's parser would exit on it: refused, naming the entry.
+    message = _refusal(gpu_model(), runtime, extraArgs=["--hostname", "::"])
+    assert "InvalidRuntimeConfig: spec.extraArgs[0]: --hostname is not an option" in message
     tgi = container("tgi", gpu_model(), extraArgs=["--hostname", "::"])["args"]
     assert tgi.count("--hostname") == 1 and value(tgi, "--hostname") == "::"
+    assert _refusal(gpu_model(), "tgi", extraArgs=["--hostname", "::"]) == ""
 
 
 # 4. tensorSplit: malformed or more than 15 parts is refused at admission.
@@ -389,10 +393,22 @@ def test_5_parallelism_counts_claimed_devices_data_and_pipeline_parallel() -> No
             },
         }
     )
-    # count 4 next to a template of 2: TP 4 on the 2 devices the pod holds never starts.
-    message = _refusal(counted, "vllm", claimed=2)
-    assert "ParallelismExceedsGPUs" in message and "gets 2" in message, message
+    # count 4 next to a template of 2: count sizes the runtime (the guide), served;
+    # DeviceCount=False CountMismatch says the numbers differ (test_dra_sizing).
+    assert _refusal(counted, "vllm", claimed=2) == ""
     assert _refusal(counted, "vllm", claimed=4) == ""
+    # An explicit TP above count stays refused (LLMKube's rule), whatever the claims give.
+    message = _refusal(counted, "vllm", claimed=8, vllmConfig={"tensorParallelSize": 8})
+    assert "ParallelismExceedsGPUs" in message and "gets 4" in message, message
+    # Without count the claims' devices bound an explicit TP.
+    uncounted = parse_model(
+        {
+            **SAFETENSORS,
+            "hardware": {"accelerator": "cuda", "gpu": {"enabled": True, "resourceClaims": claims}},
+        }
+    )
+    message = _refusal(uncounted, "vllm", claimed=2, vllmConfig={"tensorParallelSize": 4})
+    assert "ParallelismExceedsGPUs" in message and "gets 2" in message, message
     two = gpu_model(2)
     # vLLM data parallel on one node multiplies the GPUs.
     message = _refusal(two, "vllm", extraArgs=["--data-parallel-size", "4"])
