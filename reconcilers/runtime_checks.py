@@ -135,6 +135,16 @@ def runtime_problems(
     opts = user_args(runtime, tuple(rt.args))
     problems += [Problem(INVALID_RUNTIME_CONFIG, e) for e in runtime_arg_errors(service)]
     problems += _platform_problems(service, model)
+    shards = int_value(opts.value("--num-shard")) or 1
+    if runtime == "tgi" and opts.value("--quantize") == "exl2" and shards > 1:
+        problems.append(
+            Problem(
+                INVALID_RUNTIME_CONFIG,
+                f"{effective(service)['--quantize'].where}: TGI's launcher refuses exl2 "
+                f"with {shards} shards ('Sharding is currently not supported with exl2'): "
+                "use one GPU or another quantization",
+            )
+        )
     port = opts.value("--port")
     if port is not None and not (port.isdigit() and 0 < int(port) < 65536):
         problems.append(

@@ -428,3 +428,26 @@ def test_2_a_user_port_that_is_not_a_number_is_refused() -> None:
         message = _refusal(model, runtime, extraArgs=[spelling, "abc"])
         assert "InvalidRuntimeConfig" in message and "'abc'" in message, (runtime, message)
         assert _refusal(model, runtime, extraArgs=[spelling, "9000"]) == ""
+
+
+# Issue 20, item 3: a free-text vLLM value 0.34 exits on is refused, naming the field.
+async def test_a_value_the_release_refuses_is_reported_by_field(
+    kube: KubeClient, controller: Manager
+) -> None:
+    await reapply(kube, model_yaml("m", "      enabled: true\n      count: 1"))
+    await reapply(kube, isvc_yaml("svc", "m", extra="  vllmConfig: {kvCacheDtype: int8}"))
+    isvc = await wait_condition(
+        kube, INFERENCE_SERVICE, "svc", "RuntimeConfigured", "False", "InvalidRuntimeConfig"
+    )
+    ready = next(c for c in isvc["status"]["conditions"] if c["type"] == "Ready")
+    assert ready["reason"] == "InvalidRuntimeConfig"
+    assert ready["message"].startswith("spec.vllmConfig.kvCacheDtype: 'int8'"), ready["message"]
+    assert await kube.get(DEPLOYMENT, "default", "svc") is None
+    # vLLM's ROCm build is pinned: an AMD Model is served, not refused for its image.
+    await reapply(kube, model_yaml("m", "      enabled: true\n      vendor: amd\n      count: 1"))
+    await reapply(kube, isvc_yaml("svc", "m"))
+    await wait_condition(kube, INFERENCE_SERVICE, "svc", "RuntimeConfigured", "True", "ArgvValid")
+    dep = await kube.get(DEPLOYMENT, "default", "svc")
+    assert dep is not None
+    image = dep["spec"]["template"]["spec"]["containers"][0]["image"]
+    assert image == "vllm/vllm-openai-rocm:v0.34.0"
