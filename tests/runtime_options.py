@@ -251,9 +251,9 @@ def startup_errors(
         if kv is not None and kv not in v["kv_cache_dtypes"]:
             errors.append(f"Invalid kv_cache_dtype: {kv!r}")
         backend = _last(parsed, "--attention-backend")
-        if backend is not None and backend.lower() != "auto":
-            if backend.upper() not in v["attention_backends"]:
-                errors.append(f"Unknown attention backend: {backend!r}")
+        known = backend is None or backend.lower() == "auto"
+        if not known and str(backend).upper() not in v["attention_backends"]:
+            errors.append(f"Unknown attention backend: {backend!r}")
         if members is not None:
             local = int(_last(parsed, "--data-parallel-size-local") or 1)
             dp = int(_last(parsed, "--data-parallel-size") or 1)

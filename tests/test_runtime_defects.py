@@ -451,3 +451,13 @@ async def test_a_value_the_release_refuses_is_reported_by_field(
     assert dep is not None
     image = dep["spec"]["template"]["spec"]["containers"][0]["image"]
     assert image == "vllm/vllm-openai-rocm:v0.34.0"
+
+
+def test_vllm_quantization_is_checked_against_the_platform() -> None:
+    """vLLM's ROCm and XPU platforms narrow the methods (Platform.verify_quantization)."""
+    amd = gpu_model(vendor="amd")
+    message = _refusal(amd, "vllm", vllmConfig={"quantization": "gptq_marlin"})
+    assert "InvalidRuntimeConfig: spec.vllmConfig.quantization" in message, message
+    assert "on rocm" in message
+    assert _refusal(amd, "vllm", vllmConfig={"quantization": "awq"}) == ""
+    assert _refusal(gpu_model(), "vllm", vllmConfig={"quantization": "gptq_marlin"}) == ""
