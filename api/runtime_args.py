@@ -208,9 +208,9 @@ def effective(service: InferenceServiceSpec) -> dict[str, Setting]:
         if value is not None:
             out[option] = Setting(str(value), f"spec.{field}")
     for arg in extra_options(runtime, service.extra_args):
-        option = spelled.get(arg.name)
-        if option and arg.value is not None:
-            out[option] = Setting(arg.value, f"spec.extraArgs[{arg.value_index}]: {arg.name}")
+        given = spelled.get(arg.name)
+        if given and arg.value is not None:
+            out[given] = Setting(arg.value, f"spec.extraArgs[{arg.value_index}]: {arg.name}")
     return out
 
 
