@@ -26,6 +26,9 @@ VERSIONS = {"vllm": "0.34.0", "sglang": "0.5.23", "tgi": "3.3.6", "llamacpp": "b
 PINS: dict[str, dict[str, str]] = {
     "vllm": {
         "cuda": "vllm/vllm-openai:v0.34.0",
+        # vLLM's own ROCm build, published per release as vllm/vllm-openai-rocm:v<version>
+        # (v0.17.0 ... v0.31.0 seen in use); same `vllm serve` CLI and version.
+        "rocm": "vllm/vllm-openai-rocm:v0.34.0",
         "cpu": "public.ecr.aws/q9t5s3a7/vllm-cpu-release-repo:v0.34.0",
     },
     # No ROCm pin: SGLang's ROCm tags carry the ROCm release and GPU family

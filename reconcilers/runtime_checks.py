@@ -3,7 +3,8 @@
 Each is reported on the InferenceService (Ready=False with the reason and the numbers)
 instead of creating a workload that crash-loops or waits forever: parallelism above
 the GPUs the pod gets, a mode or model format the runtime cannot serve, a config value
-outside the parser's choices, no image for the accelerator.
+or extraArg the pinned release refuses (api.runtime_args, which the webhook applies
+too; here also vLLM's per-platform quantization), no image for the accelerator.
 """
 
 from __future__ import annotations
@@ -11,10 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from api import InferenceServiceSpec, ModelSpec, gpu_count
+from api.runtime_args import effective, runtime_arg_errors
+from api.runtime_values import VLLM_PLATFORM_QUANTIZATION, VLLM_VERSION
 
 from .gpu import uses_gpu
-from .images import image_for, missing_image_message
-from .runtime_flags import CHOICES, int_value, user_args
+from .images import image_for, missing_image_message, variant
+from .runtime_flags import int_value, user_args
 from .runtimes import MODE_FLAGS, RuntimeCommand, runtime_command
 
 PARALLELISM_EXCEEDS_GPUS = "ParallelismExceedsGPUs"
@@ -30,13 +33,8 @@ FORMATS = {
     "vllm": ("safetensors", "pytorch", "gguf", "custom"),
     "sglang": ("safetensors", "pytorch", "gguf", "custom"),
 }
-# Config fields filled into options with choices: option -> the field a user wrote.
-CONFIG_FIELDS = {
-    "vllm": {"--dtype": "vllmConfig.dtype"},
-    "sglang": {"--quantization": "sglangConfig.quantization"},
-    "tgi": {"--quantize": "tgiConfig.quantize", "--dtype": "tgiConfig.dtype"},
-    "llamacpp": {},
-}
+# Our image variant -> vLLM's platform whose supported_quantization list applies.
+VLLM_PLATFORMS = {"rocm": "rocm", "intel": "xpu"}
 
 
 @dataclass(frozen=True)
@@ -46,13 +44,15 @@ class Problem:
 
 
 def pod_gpus(model: ModelSpec, service: InferenceServiceSpec, claimed: int | None) -> int | None:
-    """GPUs one pod gets: the device-plugin limit; for claims, the devices they ask for
-    (count sizes the runtime but allocates nothing), else count when that is unknown."""
+    """GPUs one pod's runtime may use: the device-plugin limit; for claims, count (it
+    sizes the runtime), else the devices they ask for."""
     if not uses_gpu(model, service):
         return 0
     count = gpu_count(model, service.gpu)
     if model.uses_claims:
-        return claimed or count
+        # count wins (the guide): it sizes the runtime even where the claims give another
+        # number, which DeviceCount=False CountMismatch reports without refusing.
+        return count or claimed
     return count or 1
 
 
@@ -133,17 +133,18 @@ def runtime_problems(
     if rt is None:
         rt = runtime_command(service, model, model_arg, service.model_ref, claimed_devices)
     opts = user_args(runtime, tuple(rt.args))
-    for option, field in CONFIG_FIELDS[runtime].items():
-        value = opts.value(option)
-        allowed = CHOICES[runtime][option]
-        if value is not None and value not in allowed:
-            problems.append(
-                Problem(
-                    INVALID_RUNTIME_CONFIG,
-                    f"spec.{field} (or {option} in extraArgs): {value!r} is not one of "
-                    f"{', '.join(allowed)}",
-                )
+    problems += [Problem(INVALID_RUNTIME_CONFIG, e) for e in runtime_arg_errors(service)]
+    problems += _platform_problems(service, model)
+    shards = int_value(opts.value("--num-shard")) or 1
+    if runtime == "tgi" and opts.value("--quantize") == "exl2" and shards > 1:
+        problems.append(
+            Problem(
+                INVALID_RUNTIME_CONFIG,
+                f"{effective(service)['--quantize'].where}: TGI's launcher refuses exl2 "
+                f"with {shards} shards ('Sharding is currently not supported with exl2'): "
+                "use one GPU or another quantization",
             )
+        )
     port = opts.value("--port")
     if port is not None and not (port.isdigit() and 0 < int(port) < 65536):
         problems.append(
@@ -163,3 +164,21 @@ def runtime_problems(
             )
         )
     return problems
+
+
+def _platform_problems(service: InferenceServiceSpec, model: ModelSpec) -> list[Problem]:
+    """vLLM's quantization methods narrowed by the platform (ROCm, Intel XPU)."""
+    platform = VLLM_PLATFORMS.get(variant(model, service))
+    quantization = effective(service).get("--quantization")
+    if service.runtime != "vllm" or platform is None or quantization is None:
+        return []
+    supported = VLLM_PLATFORM_QUANTIZATION[platform]
+    if quantization.value.lower() in supported:
+        return []
+    return [
+        Problem(
+            INVALID_RUNTIME_CONFIG,
+            f"{quantization.where}: vLLM {VLLM_VERSION} on {platform} does not support "
+            f"{quantization.value!r} quantization (it supports {', '.join(supported)})",
+        )
+    ]

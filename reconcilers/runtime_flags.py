@@ -11,6 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from api.runtime_args import option_name
+from api.runtime_values import CHOICES as CHOICES  # the parsers' choices, for the checks
+
 
 @dataclass(frozen=True)
 class Flag:
@@ -89,7 +92,8 @@ TGI = _flags(
     _f("--num-shard"),
     _f("--quantize"),
     _f("--dtype"),
-    _f("--max-input-length"),
+    # --max-input-length is the deprecated spelling: TGI exits when both are given.
+    _f("--max-input-tokens", "--max-input-length"),
     _f("--max-total-tokens"),
 )
 
@@ -156,11 +160,15 @@ def normalize_user_args(runtime: str, extra_args: tuple[str, ...]) -> tuple[str,
 
     llama.cpp rejects `--flag=value`: its known options are passed as two words. SGLang's
     `--tp` / `--dp` are argparse abbreviations that break as soon as another option
-    starts the same way: they are written out as `--tp-size` / `--dp-size`.
+    starts the same way: they are written out as `--tp-size` / `--dp-size`. vLLM and
+    llama.cpp read `--a_b` as `--a-b`: written so, it replaces our option like any
+    other spelling of it (SGLang and TGI refuse it: api.runtime_args).
     """
     out: list[str] = []
     abbreviations = ABBREVIATIONS.get(runtime, {})
     for arg in extra_args:
+        if arg.startswith("--"):
+            arg = option_name(runtime, arg) + arg[len(arg.partition("=")[0]) :]
         name, eq, value = arg.partition("=")
         if arg.startswith("-") and name in abbreviations:
             name = abbreviations[name]
@@ -209,62 +217,3 @@ def int_value(value: str | None) -> int | None:
         return int(value) if value is not None else None
     except ValueError:
         return None
-
-
-# Values the parser accepts for the options we fill from free-text fields (the options
-# files' "choices"); a value outside them is reported instead of crash-looping the pod.
-CHOICES: dict[str, dict[str, tuple[str, ...]]] = {
-    # --kv-cache-dtype has no choices since 0.34 (platform backends register more).
-    "vllm": {"--dtype": ("auto", "bfloat16", "float", "float16", "float32", "half")},
-    "sglang": {
-        "--quantization": (
-            "awq",
-            "fp8",
-            "mxfp8",
-            "gptq",
-            "gptq_marlin",
-            "awq_marlin",
-            "bitsandbytes",
-            "gguf",
-            "modelopt",
-            "modelopt_fp8",
-            "modelopt_fp4",
-            "nvfp4_online",
-            "modelopt_mixed",
-            "petit_nvfp4",
-            "w8a8_int8",
-            "w8a8_fp8",
-            "moe_wna16",
-            "w4afp8",
-            "mxfp4",
-            "auto-round",
-            "auto-round-int8",
-            "compressed-tensors",
-            "modelslim",
-            "mxfp_w4a8",
-            "quark",
-            "quark_int4fp8_moe",
-            "quark_mxfp4",
-            "mlx_q4",
-            "mlx_q8",
-            "unquant",
-            "humming",
-        ),
-    },
-    "tgi": {
-        "--quantize": (
-            "awq",
-            "compressed-tensors",
-            "eetq",
-            "exl2",
-            "gptq",
-            "marlin",
-            "bitsandbytes",
-            "bitsandbytes-nf4",
-            "bitsandbytes-fp4",
-            "fp8",
-        ),
-        "--dtype": ("float16", "bfloat16"),
-    },
-    "llamacpp": {},
-}

@@ -133,9 +133,8 @@ def tensor_split(layer_split: tuple[str, ...], count: int) -> str | None:
 
 
 def model_flag(runtime: str, model_arg: str) -> str:
-    """How the runtime is told what to load: llama.cpp takes a hub repo with -hf."""
-    if runtime == "vllm":
-        return "--model"
+    """How the runtime is told what to load (vLLM: its positional argument, not an
+    option): llama.cpp takes a hub repo with -hf."""
     if runtime == "sglang":
         return "--model-path"
     if runtime == "tgi":
@@ -162,7 +161,11 @@ def runtime_command(
     gpu = uses_gpu(model, service)
     a = _Argv(runtime, service.extra_args)
     # llama.cpp's --model and -hf both say what to load: a user's either one wins.
-    if not any(name in a.user for name in MODEL_OPTIONS[runtime]):
+    if any(name in a.user for name in MODEL_OPTIONS[runtime]):
+        pass
+    elif runtime == "vllm":
+        a.args.append(model_arg)  # `vllm serve <model>`: 0.34 deprecates --model
+    else:
         a.add(model_flag(runtime, model_arg), model_arg)
     build = {"vllm": _vllm, "sglang": _sglang, "tgi": _tgi, "llamacpp": _llamacpp}[runtime]
     command, env = build(a, service, model, served_name, count, gpu, member)
@@ -261,7 +264,7 @@ def _tgi(
     a.add("--num-shard", _multi(count))
     a.add("--quantize", s.quantization)
     a.add("--dtype", s.dtype)
-    a.add("--max-input-length", s.max_input_length)
+    a.add("--max-input-tokens", s.max_input_length)  # --max-input-length is deprecated
     a.add("--max-total-tokens", s.max_total_tokens)
     return [], []  # the image's entrypoint runs text-generation-launcher
 

@@ -19,8 +19,15 @@ committed files were written with:
 
     fetch-runtime-options.py tgi 3.3.6          # launcher/src/main.rs at tag v3.3.6 (clap)
     fetch-runtime-options.py llamacpp b10068    # common/arg.cpp at that tag (common_arg)
-    fetch-runtime-options.py tgi 3.3.6          # launcher/src/main.rs at tag v3.3.6 (clap)
-    fetch-runtime-options.py llamacpp b10068    # common/arg.cpp at that tag (common_arg)
+
+vLLM's free-text options (--quantization, --kv-cache-dtype, --attention-backend) have no
+parser choices: their values are checked at startup against tables in the release's
+source. Those tables are read statically (ast, no import: the modules that hold them
+import torch and CUDA kernels) into the file's "validators" section, from the installed
+release or, with `--validators-from WHEEL`, from a wheel (`pip download --no-deps
+vllm==0.34.0`) into an existing vllm.json:
+
+    fetch-runtime-options.py vllm 0.34.0 --validators-from vllm-0.34.0-cp38-abi3-*.whl
 
 `--source FILE` reads main.rs / arg.cpp from a local file instead of GitHub.
 """
@@ -28,6 +35,7 @@ committed files were written with:
 from __future__ import annotations
 
 import argparse
+import ast
 import inspect
 import json
 import os
@@ -36,6 +44,8 @@ import subprocess
 import sys
 import tempfile
 import urllib.request
+import zipfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -177,8 +187,133 @@ def from_release(
         if out.returncode:
             sys.stderr.write(out.stderr)
             raise SystemExit(f"building {package} {version}'s parser failed")
-    data: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+        data: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+        if package == "vllm":
+            site = subprocess.run(
+                [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                check=True,
+                capture_output=True,
+                text=True,
+            ).stdout.strip()
+            data["validators"] = vllm_validators(dir_reader(Path(site)))
     return data
+
+
+# -- vLLM's startup validators: tables in its source, read statically ------------------
+
+# release file -> what it holds (read by vllm_validators)
+VLLM_SOURCES = {
+    "quantization": "vllm/model_executor/layers/quantization/__init__.py",
+    "cache": "vllm/config/cache.py",
+    "attention": "vllm/v1/attention/backends/registry.py",
+    "platforms": "vllm/platforms/{}.py",
+}
+VLLM_PLATFORMS = ("cuda", "rocm", "cpu", "xpu")
+VALIDATOR_NOTES = (
+    "startup checks, not the parser: quantization is lower-cased, then must be one of "
+    "methods (ModelConfig._verify_quantization) and of the platform's supported list "
+    "when it has one (Platform.verify_quantization; null = any); a deprecated method "
+    "also needs --allow-deprecated-quantization. kv_cache_dtype must be one of "
+    "kv_cache_dtypes exactly (CacheConfig._validate_cache_dtype). attention_backend is "
+    "'auto' or, upper-cased, one of attention_backends (AttentionConfig."
+    "validate_backend_before; CUSTOM is left out: it must be registered by a plugin)."
+)
+
+
+def _assigned(tree: ast.Module, name: str, cls: str | None = None) -> ast.expr | None:
+    """The value assigned to `name` at module level (or in class `cls`)."""
+    body: list[ast.stmt] = tree.body
+    if cls is not None:
+        found = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls]
+        if not found:
+            return None
+        body = found[0].body
+    for node in body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == name for t in node.targets
+        ):
+            return node.value
+        target = node.target if isinstance(node, ast.AnnAssign) else None
+        if isinstance(target, ast.Name) and target.id == name:
+            return node.value  # type: ignore[union-attr]
+    return None
+
+
+def _strings(node: ast.expr | None) -> list[str]:
+    """The strings of a list literal or of a Literal[...] subscript."""
+    if isinstance(node, ast.Subscript):
+        node = node.slice
+    elts = node.elts if isinstance(node, (ast.List, ast.Tuple)) else []
+    return [e.value for e in elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+
+
+def _platform_class(tree: ast.Module) -> str | None:
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name.endswith("Platform"):
+            return node.name
+    return None
+
+
+def vllm_validators(read: Callable[[str], str | None]) -> dict[str, Any]:
+    """What vLLM checks the free-text options against at startup; read(path) gives a
+    release file's text (None when the release has no such file)."""
+
+    def tree(path: str) -> ast.Module:
+        text = read(path)
+        if text is None:
+            raise SystemExit(f"{path} is not in the release")
+        return ast.parse(text)
+
+    quant = tree(VLLM_SOURCES["quantization"])
+    platforms: dict[str, list[str] | None] = {}
+    for name in VLLM_PLATFORMS:
+        text = read(VLLM_SOURCES["platforms"].format(name))
+        if text is None:
+            continue
+        module = ast.parse(text)
+        cls = _platform_class(module)
+        listed = _strings(_assigned(module, "supported_quantization", cls)) if cls else []
+        platforms[name] = listed or None  # an empty list means every method
+    enum = [
+        n
+        for n in tree(VLLM_SOURCES["attention"]).body
+        if isinstance(n, ast.ClassDef) and n.name == "AttentionBackendEnum"
+    ]
+    backends = [
+        t.id
+        for node in (enum[0].body if enum else [])
+        if isinstance(node, ast.Assign)
+        for t in node.targets
+        if isinstance(t, ast.Name) and t.id.isupper() and t.id != "CUSTOM"
+    ]
+    return {
+        "notes": VALIDATOR_NOTES,
+        "quantization": {
+            "methods": _strings(_assigned(quant, "QuantizationMethods")),
+            "deprecated": _strings(_assigned(quant, "DEPRECATED_QUANTIZATION_METHODS")),
+            "platforms": platforms,
+        },
+        "kv_cache_dtypes": _strings(_assigned(tree(VLLM_SOURCES["cache"]), "CacheDType")),
+        "attention_backends": ["auto", *backends],
+    }
+
+
+def wheel_reader(wheel: Path) -> Callable[[str], str | None]:
+    archive = zipfile.ZipFile(wheel)
+    names = set(archive.namelist())
+
+    def read(path: str) -> str | None:
+        return archive.read(path).decode() if path in names else None
+
+    return read
+
+
+def dir_reader(root: Path) -> Callable[[str], str | None]:
+    def read(path: str) -> str | None:
+        file = root / path
+        return file.read_text() if file.is_file() else None
+
+    return read
 
 
 # -- clap (TGI): the launcher's Args struct and its ValueEnums -------------------------
@@ -354,8 +489,24 @@ def main(argv: list[str] | None = None) -> int:
         default="torch",
         help="with --light: the torch to install (e.g. a CPU wheel: 'torch==2.13.0+cpu')",
     )
+    p.add_argument(
+        "--validators-from",
+        type=Path,
+        metavar="WHEEL",
+        help="vllm: only (re)write the validators section of the existing vllm.json,\n"
+        "read from this wheel of the release (no install)",
+    )
     a = p.parse_args(argv)
     data: dict[str, Any]
+    if a.runtime == "vllm" and a.validators_from:
+        path = a.out / "vllm.json"
+        data = json.loads(path.read_text())
+        if data["version"] != a.version:
+            raise SystemExit(f"{path} describes vllm {data['version']}, not {a.version}")
+        data["validators"] = vllm_validators(wheel_reader(a.validators_from))
+        path.write_text(json.dumps(data, indent=1) + "\n")
+        print(f"wrote {path}: validators of {a.validators_from.name}")
+        return 0
     if a.runtime == "vllm":
         data = {"runtime": "vllm", "version": a.version}
         data["source"] = f"PyPI vllm {a.version}, parser of `vllm serve` built in-process"

@@ -123,12 +123,18 @@ class Parsed:
 
 class Checker:
     def __init__(
-        self, runtime: str, options: dict[str, Option], positionals: int, inline: bool
+        self,
+        runtime: str,
+        options: dict[str, Option],
+        positionals: int,
+        inline: bool,
+        underscores: bool = False,
     ) -> None:
         self.runtime = runtime
         self.options = options
         self.max_positionals = positionals
         self.inline = inline  # whether --x=value is accepted
+        self.underscores = underscores  # whether `--a_b` is read as `--a-b`
 
     def parse(self, argv: list[str]) -> Parsed:
         p = Parsed({}, [], [])
@@ -140,6 +146,9 @@ class Checker:
                 p.positionals.append(arg)
                 continue
             name, eq, inline = arg.partition("=")
+            if self.underscores and name.startswith("--"):
+                key, dot, rest = name.partition(".")
+                name = key.replace("_", "-") + dot + rest
             opt = self.options.get(name)
             if opt is None or (eq and not self.inline):
                 p.errors.append(f"unknown option {arg!r}")
@@ -194,11 +203,75 @@ def checkers(groups: dict[str, dict[str, tuple[str, ...]]]) -> dict[str, Checker
         o = llama[s]
         llama[s] = Option(o.key, o.nargs, o.kind, o.choices, True)
     return {
-        "vllm": Checker("vllm", argparse_options("vllm", groups["vllm"]), 1, True),
+        # vLLM's FlexibleArgumentParser and llama.cpp's parser read `--a_b` as `--a-b`.
+        "vllm": Checker("vllm", argparse_options("vllm", groups["vllm"]), 1, True, True),
         "sglang": Checker("sglang", argparse_options("sglang", groups["sglang"]), 0, True),
         "tgi": Checker("tgi", tgi_options(), 0, True),
-        "llamacpp": Checker("llamacpp", llama, 0, False),
+        "llamacpp": Checker("llamacpp", llama, 0, False, True),
     }
+
+
+def validators() -> dict[str, Any]:
+    """vLLM's startup tables, as read off the release (the file's "validators")."""
+    data: dict[str, Any] = _load("vllm")["validators"]
+    return data
+
+
+# TGI's launcher: without --max-total-tokens, the model's context capped at 4096.
+TGI_DEFAULT_TOTAL_CAP = 4096
+
+
+def _last(parsed: Parsed, key: str) -> str | None:
+    values = parsed.values.get(key)
+    return values[-1] if values else None
+
+
+def startup_errors(
+    runtime: str, parsed: Parsed, platform: str = "cuda", members: int | None = None
+) -> list[str]:
+    """What the release checks after parsing, before it serves: vLLM's quantization,
+    KV-cache dtype and attention backend tables (per platform), its data-parallel ranks
+    across multiNode members; TGI launcher's token limits and spelling conflicts."""
+    errors = []
+    if runtime == "vllm":
+        v = validators()
+        quant = _last(parsed, "--quantization")
+        if quant is not None:
+            method = quant.lower()
+            supported = v["quantization"]["platforms"].get(platform)
+            if method not in v["quantization"]["methods"]:
+                errors.append(f"Unknown quantization method: {quant}")
+            elif supported is not None and method not in supported:
+                errors.append(f"{quant} quantization is currently not supported in {platform}")
+            elif method in v["quantization"]["deprecated"] and not parsed.values.get(
+                "--allow-deprecated-quantization"
+            ):
+                errors.append(f"The quantization method {quant} is deprecated")
+        kv = _last(parsed, "--kv-cache-dtype")
+        if kv is not None and kv not in v["kv_cache_dtypes"]:
+            errors.append(f"Invalid kv_cache_dtype: {kv!r}")
+        backend = _last(parsed, "--attention-backend")
+        known = backend is None or backend.lower() == "auto"
+        if not known and str(backend).upper() not in v["attention_backends"]:
+            errors.append(f"Unknown attention backend: {backend!r}")
+        if members is not None:
+            local = int(_last(parsed, "--data-parallel-size-local") or 1)
+            dp = int(_last(parsed, "--data-parallel-size") or 1)
+            if dp != members * local:
+                errors.append(f"--data-parallel-size {dp} != {members} members x {local}")
+    if runtime == "tgi":
+        tokens, length = _last(parsed, "--max-input-tokens"), _last(parsed, "--max-input-length")
+        if tokens is not None and length is not None:
+            errors.append("Both `max_input_tokens` and `max_input_length` are set")
+        given = tokens or length
+        total = _last(parsed, "--max-total-tokens")
+        limit = int(total) if total is not None else TGI_DEFAULT_TOTAL_CAP
+        if given is not None and int(given) >= limit:
+            errors.append("`max_input_tokens must be < `max_total_tokens`")
+        shards = _last(parsed, "--num-shard")
+        if _last(parsed, "--quantize") == "exl2" and shards and int(shards) > 1:
+            errors.append("Sharding is currently not supported with `exl2` quantization")
+    return errors
 
 
 def versions() -> dict[str, str]:

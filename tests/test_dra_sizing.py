@@ -317,3 +317,45 @@ def test_finished_and_terminating_pods_are_not_counted() -> None:
         pod("going", "Running", deleting=True),
     ]
     assert [p["metadata"]["name"] for p in live_pods(pods)] == ["running", "pending"]
+
+
+async def test_a_count_change_beside_claims_is_served_and_the_mismatch_reported(
+    cluster: Cluster,
+) -> None:
+    """count 2 -> 4 on a Model whose template gives 2 devices: count sizes the runtime
+    (the guide), so the new TP 4 rolls out and DeviceCount says the numbers differ; only
+    an explicit TP above count is refused (LLMKube's rule)."""
+    kube, _, _ = cluster
+    await apply_text(kube, without_count("multi-gpu.yaml"))  # the two-gpus template
+    await reapply(kube, model_yaml("m", two_gpu_claims(2)))
+    await reapply(kube, isvc_yaml("svc", "m"))
+    await wait_condition(
+        kube, INFERENCE_SERVICE, "svc", "DeviceCount", "True", "CountMatchesClaims"
+    )
+    await reapply(kube, model_yaml("m", two_gpu_claims(4)))
+    isvc = await wait_condition(
+        kube, INFERENCE_SERVICE, "svc", "DeviceCount", "False", "CountMismatch"
+    )
+    assert "count is 4" in condition(isvc, "DeviceCount")["message"]  # type: ignore[index]
+
+    async def resized() -> Obj | None:
+        dep = await kube.get(DEPLOYMENT, "default", "svc")
+        args = args_of(dep) if dep else []
+        tp = (
+            args[args.index("--tensor-parallel-size") + 1]
+            if "--tensor-parallel-size" in args
+            else None
+        )
+        return dep if tp == "4" else None
+
+    await eventually(resized, what="the Deployment sized for count 4")
+    isvc = await wait_condition(
+        kube, INFERENCE_SERVICE, "svc", "RuntimeConfigured", "True", "ArgvValid"
+    )
+    # An explicit TP above count is refused; the running Deployment is left as it is.
+    await reapply(kube, isvc_yaml("svc", "m", extra="  vllmConfig: {tensorParallelSize: 8}"))
+    isvc = await wait_condition(
+        kube, INFERENCE_SERVICE, "svc", "RuntimeConfigured", "False", "ParallelismExceedsGPUs"
+    )
+    assert "gets 4" in condition(isvc, "RuntimeConfigured")["message"]  # type: ignore[index]
+    await eventually(resized, what="the count-4 Deployment left running")

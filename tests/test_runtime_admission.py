@@ -80,3 +80,29 @@ async def test_crd_schema_caps_layer_split_without_the_webhook(kube: KubeClient)
         await kube.create(MODEL, model)
     assert e.value.status == 422
     assert "layerSplit" in str(e.value)
+
+
+@pytest.mark.parametrize(
+    ("spec", "error"),
+    [
+        (
+            {"runtime": "vllm", "vllmConfig": {"kvCacheDtype": "int8"}},
+            "spec.vllmConfig.kvCacheDtype",
+        ),
+        ({"runtime": "vllm", "extraArgs": ["--task", "embed"]}, "spec.extraArgs[0]: --task"),
+        ({"runtime": "sglang", "extraArgs": ["--tp_size", "2"]}, "spec.extraArgs[0]: --tp_size"),
+        ({"runtime": "tgi", "extraArgs": ["--host", "::"]}, "spec.extraArgs[0]: --host"),
+        (
+            {"runtime": "llamacpp", "extraArgs": ["--host", "127.0.0.1"]},
+            "spec.extraArgs[1]: --host",
+        ),
+    ],
+)
+async def test_webhook_denies_what_the_pinned_runtime_exits_on(
+    webhook: WebhookServer, ca: trustme.CA, spec: Obj, error: str
+) -> None:
+    review = isvc([])
+    review["spec"] = {"modelRef": "qwen3-32b", **spec}
+    _, body = await post(webhook, ca, admission_review(review))
+    assert body["response"]["allowed"] is False
+    assert error in body["response"]["status"]["message"]

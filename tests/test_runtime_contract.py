@@ -7,7 +7,11 @@ accelerators and model sources. A spec the controller refuses with a condition
 (runtime_checks) never becomes a pod and is counted apart; every other one must
 parse with 0 unknown options, 0 bad values, 0 repeated single-valued options, the
 model argument present in the runtime's form, and the container port equal to the
-port the runtime listens on.
+port the runtime listens on; then pass what the release checks after parsing
+(runtime_options.startup_errors: vLLM's quantization / KV-cache dtype / attention
+backend tables per platform and its multiNode data-parallel ranks, TGI's token limits)
+and bind an address the probes reach. A spec refused as InvalidRuntimeConfig must be
+one whose argv really fails one of those checks (the refusal is needed).
 """
 
 from __future__ import annotations
@@ -20,12 +24,15 @@ from typing import Any
 import pytest
 
 from api import InvalidSpec, parse_inference_service, parse_model
+from api import runtime_values as rv
+from api.runtime_args import LOOPBACK, extra_options, vllm_positionals
 from reconcilers.images import VERSIONS
-from reconcilers.runtime_checks import runtime_problems
+from reconcilers.runtime_checks import INVALID_RUNTIME_CONFIG, runtime_problems
 from reconcilers.runtime_flags import CHOICES, FLAGS
 from reconcilers.workload import build_member_pods, model_location, pod_spec
+from webhook.admission import verdict
 
-from .runtime_options import Checker, checkers, versions
+from .runtime_options import Checker, checkers, startup_errors, validators, versions
 
 Obj = dict[str, Any]
 RUNTIMES = ("vllm", "sglang", "tgi", "llamacpp")
@@ -44,13 +51,21 @@ CONFIG: dict[str, dict[str, list[Any]]] = {
         "vllmConfig.tensorParallelSize": [1, 2],
         "vllmConfig.pipelineParallelSize": [1, 2],
         "vllmConfig.maxModelLen": [4096],
-        "vllmConfig.quantization": ["awq", "fp8"],
+        # No parser choices: vLLM checks these at startup (the file's "validators"); the
+        # last values of each are ones 0.34 exits on (refused).
+        "vllmConfig.quantization": [*rv.VLLM_QUANTIZATION, "bitsandbytes", "int4", "AWQ"],
         "vllmConfig.dtype": list(CHOICES["vllm"]["--dtype"]),
-        "vllmConfig.kvCacheDtype": ["auto", "fp8", "fp8_e4m3"],  # no parser choices (0.34)
+        "vllmConfig.kvCacheDtype": [*rv.VLLM_KV_CACHE_DTYPES, "int8", "FP8"],
         "vllmConfig.enablePrefixCaching": [True, False],
         "vllmConfig.enableChunkedPrefill": [True, False],
         "vllmConfig.maxNumBatchedTokens": [8192],
-        "vllmConfig.attentionBackend": ["FLASHINFER", "FLASH_ATTN"],
+        "vllmConfig.attentionBackend": [
+            "auto",
+            "FLASHINFER",
+            "flash_attn",
+            "TRITON_ATTN",
+            "XFORMERS",
+        ],
         "vllmConfig.enableExpertParallel": [True, False],
         "vllmConfig.cpuOffloadGB": [0, 4.5],
         "vllmConfig.gpuMemoryUtilization": [0.9],
@@ -66,7 +81,7 @@ CONFIG: dict[str, dict[str, list[Any]]] = {
     },
     "tgi": {
         "tgiConfig.quantize": list(CHOICES["tgi"]["--quantize"]),
-        "tgiConfig.maxInputLength": [4000],
+        "tgiConfig.maxInputLength": [4000, 4096],  # 4096 alone: TGI's default total is 4096
         "tgiConfig.maxTotalTokens": [4096],
         "tgiConfig.dtype": list(CHOICES["tgi"]["--dtype"]),
     },
@@ -146,7 +161,7 @@ OVERRIDE_VALUES: dict[str, dict[str, str | None]] = {
         "--num-shard": "1",
         "--quantize": "fp8",
         "--dtype": "bfloat16",
-        "--max-input-length": "2000",
+        "--max-input-tokens": "2000",
         "--max-total-tokens": "2048",
     },
     "llamacpp": {
@@ -200,20 +215,30 @@ def _set(spec: Obj, path: str, value: Any) -> None:
     spec[leaf] = value
 
 
+# Model sources per runtime, with their format. The hook for source schemes (pvc://,
+# hf://, s3://, file paths ...): add a source here and every argv built from it is
+# checked like the rest (its model argument in the runtime's form included).
+SOURCES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "llamacpp": (
+        "gguf",
+        (
+            "https://huggingface.co/Qwen/Qwen3-8B-GGUF/resolve/main/Qwen3-8B-Q4_K_M.gguf",
+            "unsloth/Qwen3-8B-GGUF",
+        ),
+    ),
+    "vllm": ("safetensors", ("Qwen/Qwen3-8B",)),
+    "sglang": ("safetensors", ("Qwen/Qwen3-8B",)),
+    "tgi": ("safetensors", ("Qwen/Qwen3-8B",)),
+}
+
+
 def _models(runtime: str, count: int | None, claims: str) -> Iterator[Obj]:
     gpu: Obj = {"enabled": True}
     if count is not None:
         gpu["count"] = count
     if CLAIMS[claims]:
         gpu["resourceClaims"] = CLAIMS[claims]
-    if runtime == "llamacpp":
-        sources = [
-            "https://huggingface.co/Qwen/Qwen3-8B-GGUF/resolve/main/Qwen3-8B-Q4_K_M.gguf",
-            "unsloth/Qwen3-8B-GGUF",
-        ]
-        fmt = "gguf"
-    else:
-        sources, fmt = ["Qwen/Qwen3-8B"], "safetensors"
+    fmt, sources = SOURCES[runtime]
     for source in sources:
         yield {"source": source, "format": fmt, "hardware": {"accelerator": "cuda", "gpu": gpu}}
     if claims == "device-plugin" and count is None:
@@ -236,6 +261,10 @@ def _overrides(runtime: str) -> Iterator[list[str]]:
             else:
                 yield [spelling, value]
                 yield [f"{spelling}={value}"]
+            # The underscore form: vLLM and llama.cpp read it as the dashed one (it then
+            # replaces ours); SGLang and TGI do not (refused).
+            if spelling.startswith("--") and "-" in spelling[2:]:
+                yield [spelling[:2] + spelling[2:].replace("-", "_"), *([value] if value else [])]
     yield FOREIGN_ARGS[runtime]
 
 
@@ -275,6 +304,8 @@ def specs() -> Iterator[tuple[str, Obj, Obj]]:
         yield "vllm", model, base
         for extra in _overrides("vllm"):
             yield "vllm", model, {**base, "extraArgs": extra}
+        for dp in (members - 1, members, members + 1):  # only `members` starts
+            yield "vllm", model, {**base, "extraArgs": ["--data-parallel-size", str(dp)]}
 
 
 def _pods(service: Any, model: Any) -> list[Obj]:
@@ -283,16 +314,35 @@ def _pods(service: Any, model: Any) -> list[Obj]:
     return [pod_spec(ISVC, service, model, "m")]
 
 
-def _check_pod(runtime: str, checker: Checker, pod: Obj) -> list[str]:
+def _platform(image: str) -> str:
+    """vLLM's platform for the image the pod runs."""
+    if "rocm" in image:
+        return "rocm"
+    return "cpu" if "cpu" in image else "xpu" if "xpu" in image else "cuda"
+
+
+def _startup_and_reach(runtime: str, parsed: Any, pod: Obj, members: int | None) -> list[str]:
+    """What the release refuses after parsing, and a bind address no probe reaches."""
+    container = pod["containers"][0]
+    errors = startup_errors(runtime, parsed, _platform(container["image"]), members)
+    for host in parsed.values.get("--hostname" if runtime == "tgi" else "--host") or []:
+        if host and LOOPBACK.match(host):
+            errors.append(f"binds {host}: probes and the Service cannot reach it")
+    return errors
+
+
+def _check_pod(runtime: str, checker: Checker, pod: Obj, members: int | None = None) -> list[str]:
     container = pod["containers"][0]
     argv = container["args"]
     parsed = checker.parse(argv)
-    errors = list(parsed.errors)
+    errors = list(parsed.errors) + _startup_and_reach(runtime, parsed, pod, members)
     given = [k for k in MODEL_FLAGS[runtime] if parsed.values.get(k)] + (
         ["positional"] if parsed.positionals else []
     )
     if len(given) != 1:
         errors.append(f"model argument given {len(given)} times: {argv}")
+    elif runtime == "vllm" and parsed.positionals and argv[0] != parsed.positionals[0]:
+        errors.append(f"vLLM's model is not its first argument: {argv}")
     elif runtime == "llamacpp":
         if "--model" in given and not str(parsed.values["--model"][0]).endswith(".gguf"):
             errors.append(f"llama.cpp --model is not a .gguf file: {argv}")
@@ -312,6 +362,7 @@ def test_every_argv_parses_at_the_pinned_versions(capsys: pytest.CaptureFixture[
     check = checkers(groups)
     checked: Counter[str] = Counter()
     refused: Counter[str] = Counter()
+    invalid: Counter[str] = Counter()  # refused as InvalidRuntimeConfig, each checked
     pods = 0
     failures: list[str] = []
     for runtime, model_spec, service_spec in specs():
@@ -321,20 +372,32 @@ def test_every_argv_parses_at_the_pinned_versions(capsys: pytest.CaptureFixture[
         except InvalidSpec as e:  # the generator builds only valid objects
             failures.append(f"{service_spec}: {e.errors}")
             continue
-        if runtime_problems(service, model, model_location(model)[0]):
+        members = len(service.multi_node.members) if service.multi_node else None
+        problems = runtime_problems(service, model, model_location(model)[0])
+        if problems:
             refused[runtime] += 1
+            if all(p.reason == INVALID_RUNTIME_CONFIG for p in problems):
+                # The refusal is needed: the argv it would have run fails a check.
+                invalid[runtime] += 1
+                if not any(
+                    _check_pod(runtime, check[runtime], p, members) for p in _pods(service, model)
+                ):
+                    failures.append(
+                        f"{runtime} {service_spec}: refused but it would start: {problems}"
+                    )
             continue
         checked[runtime] += 1
         for pod in _pods(service, model):
             pods += 1
-            for error in _check_pod(runtime, check[runtime], pod):
+            for error in _check_pod(runtime, check[runtime], pod, members):
                 failures.append(f"{runtime} {service_spec} {model_spec}: {error}")
     with capsys.disabled():
         print(
             f"\nruntime contract: {sum(checked.values())} specs checked "
             f"({', '.join(f'{k} {v}' for k, v in sorted(checked.items()))}), "
             f"{pods} pods' argv, {sum(refused.values())} refused with a condition "
-            f"({', '.join(f'{k} {v}' for k, v in sorted(refused.items()))}), "
+            f"({', '.join(f'{k} {v}' for k, v in sorted(refused.items()))}; "
+            f"{sum(invalid.values())} as InvalidRuntimeConfig, each failing the release), "
             f"{len(failures)} failures"
         )
     assert not failures, "\n".join(failures[:20])
@@ -396,3 +459,180 @@ def test_the_checker_catches_what_a_parser_rejects(
     groups = {rt: {name: f.spellings for name, f in FLAGS[rt].items()} for rt in FLAGS}
     errors = checkers(groups)[runtime].parse(argv).errors
     assert any(error in e for e in errors), errors
+
+
+def _request(spec: Obj) -> Obj:
+    return {
+        "uid": "u",
+        "operation": "CREATE",
+        "kind": {
+            "group": "inference.llmkube.dev",
+            "version": "v1alpha1",
+            "kind": "InferenceService",
+        },
+        "object": {"metadata": {"name": "svc"}, "spec": spec},
+    }
+
+
+ONE_GPU: Obj = {"accelerator": "cuda", "gpu": {"enabled": True, "count": 1}}
+QWEN: Obj = {"source": "Qwen/Qwen3-8B", "format": "safetensors", "hardware": ONE_GPU}
+TWO_MEMBERS: Obj = {"members": [{"node": "a", "fabric": {"address": "10.0.0.1"}}, {"node": "b"}]}
+
+
+# The issue's items 3-6 (and what they led to): a spec, the field its refusal names.
+# Each must be refused by the reconcile (InvalidRuntimeConfig) and by the webhook, and
+# the argv it would have run must really fail the pinned release's parser or startup
+# checks (or bind an address no probe reaches).
+REFUSALS: list[tuple[str, Obj, str]] = [
+    ("vllm", {"vllmConfig": {"quantization": "bitsandbytes"}}, "spec.vllmConfig.quantization"),
+    ("vllm", {"vllmConfig": {"quantization": "int4"}}, "spec.vllmConfig.quantization"),
+    ("vllm", {"vllmConfig": {"quantization": "fbgemm_fp8"}}, "deprecated"),
+    ("vllm", {"vllmConfig": {"kvCacheDtype": "int8"}}, "spec.vllmConfig.kvCacheDtype"),
+    ("vllm", {"vllmConfig": {"attentionBackend": "XFORMERS"}}, "spec.vllmConfig.attentionBackend"),
+    ("vllm", {"extraArgs": ["--kv_cache_dtype", "int8"]}, "spec.extraArgs[1]: --kv-cache-dtype"),
+    ("vllm", {"extraArgs": ["-q=int4"]}, "spec.extraArgs[0]: -q"),
+    ("vllm", {"extraArgs": ["Qwen/Qwen3-8B-AWQ"]}, "spec.extraArgs[0]: 'Qwen/Qwen3-8B-AWQ'"),
+    ("vllm", {"extraArgs": ["--enforce-eager", "x"]}, "spec.extraArgs[1]: 'x' is a bare word"),
+    ("vllm", {"extraArgs": ["--hostname", "::"]}, "spec.extraArgs[0]: --hostname"),
+    ("vllm", {"extraArgs": ["--task", "embed"]}, "spec.extraArgs[0]: --task"),
+    ("vllm", {"extraArgs": ["--host", "127.0.0.1"]}, "spec.extraArgs[1]: --host"),
+    ("vllm", {"extraArgs": ["--host=localhost"]}, "spec.extraArgs[0]: --host"),
+    ("sglang", {"extraArgs": ["--tp_size", "1"]}, "spec.extraArgs[0]: --tp_size"),
+    ("sglang", {"extraArgs": ["--host", "::1"]}, "spec.extraArgs[1]: --host"),
+    ("sglang", {"sglangConfig": {"quantization": "int4"}}, "spec.sglangConfig.quantization"),
+    ("tgi", {"extraArgs": ["--host", "::"]}, "spec.extraArgs[0]: --host"),
+    ("tgi", {"extraArgs": ["--max_total_tokens", "9"]}, "spec.extraArgs[0]: --max_total_tokens"),
+    ("tgi", {"extraArgs": ["--hostname", "127.0.0.1"]}, "spec.extraArgs[1]: --hostname"),
+    (
+        "tgi",
+        {"tgiConfig": {"maxInputLength": 4096, "maxTotalTokens": 4096}},
+        "spec.tgiConfig.maxInputLength (4096) must be below spec.tgiConfig.maxTotalTokens",
+    ),
+    ("tgi", {"tgiConfig": {"maxInputLength": 8000}}, "spec.tgiConfig.maxInputLength (8000)"),
+    (
+        "tgi",
+        {"tgiConfig": {"maxTotalTokens": 2048}, "extraArgs": ["--max-input-tokens", "2048"]},
+        "spec.extraArgs[1]: --max-input-tokens (2048)",
+    ),
+    ("tgi", {"tgiConfig": {"quantize": "int4"}}, "spec.tgiConfig.quantize"),
+    ("llamacpp", {"extraArgs": ["--host", "127.0.0.1"]}, "spec.extraArgs[1]: --host"),
+    ("llamacpp", {"extraArgs": ["--hostname", "::"]}, "spec.extraArgs[0]: --hostname"),
+    (
+        "vllm",
+        {"multiNode": TWO_MEMBERS, "extraArgs": ["--data-parallel-size", "4"]},
+        "spec.extraArgs[1]: --data-parallel-size (4)",
+    ),
+    (
+        "vllm",
+        {"multiNode": TWO_MEMBERS, "extraArgs": ["-dp=1"]},
+        "spec.extraArgs[0]: -dp (1)",
+    ),
+]
+
+
+@pytest.mark.parametrize(("runtime", "extra", "field"), REFUSALS)
+def test_each_refusal_names_the_field_and_the_release_would_exit(
+    runtime: str, extra: Obj, field: str
+) -> None:
+    spec: Obj = {"modelRef": "m", "runtime": runtime, **extra}
+    source = "/models/m.gguf" if runtime == "llamacpp" else "Qwen/Qwen3-8B"
+    fmt = "gguf" if runtime == "llamacpp" else "safetensors"
+    model = parse_model({"source": source, "format": fmt, "hardware": ONE_GPU})
+    service = parse_inference_service(spec)
+    problems = runtime_problems(service, model, model_location(model)[0])
+    assert [p.reason for p in problems] == [INVALID_RUNTIME_CONFIG], problems
+    assert field in problems[0].message, problems[0].message
+    allowed, message = verdict(_request(spec))
+    assert not allowed and field in message, message
+    groups = {rt: {name: f.spellings for name, f in FLAGS[rt].items()} for rt in FLAGS}
+    check = checkers(groups)[runtime]
+    members = len(service.multi_node.members) if service.multi_node else None
+    assert any(_check_pod(runtime, check, pod, members) for pod in _pods(service, model))
+
+
+def test_underscore_spellings_replace_ours_and_count_toward_parallelism() -> None:
+    """vLLM and llama.cpp read `--a_b` as `--a-b`: TP 2 on a 1-GPU pod is refused."""
+    model = parse_model(QWEN)
+    for runtime, extra in (
+        ("vllm", ["--tensor_parallel_size", "2"]),
+        ("vllm", ["--tensor_parallel_size=2"]),
+        ("llamacpp", ["--tensor_split", "1,1"]),
+    ):
+        if runtime == "llamacpp":
+            model = parse_model({"source": "/m.gguf", "hardware": ONE_GPU})
+        service = parse_inference_service({"modelRef": "m", "runtime": runtime, "extraArgs": extra})
+        problems = runtime_problems(service, model, model_location(model)[0])
+        assert [p.reason for p in problems] == ["ParallelismExceedsGPUs"], (extra, problems)
+    service = parse_inference_service(
+        {
+            "modelRef": "m",
+            "runtime": "vllm",
+            "parallelSlots": 4,
+            "extraArgs": ["--max_num_seqs", "8"],
+        }
+    )
+    argv = pod_spec(ISVC, service, parse_model(QWEN), "m")["containers"][0]["args"]
+    assert argv.count("--max-num-seqs") == 1 and argv[argv.index("--max-num-seqs") + 1] == "8"
+    llama = parse_inference_service(
+        {"modelRef": "m", "runtime": "llamacpp", "extraArgs": ["--n_gpu_layers", "10"]}
+    )
+    argv = pod_spec(ISVC, llama, parse_model({"source": "/m.gguf", "hardware": ONE_GPU}), "m")[
+        "containers"
+    ][0]["args"]
+    assert argv.count("--n-gpu-layers") == 1 and argv[argv.index("--n-gpu-layers") + 1] == "10"
+
+
+def test_vllm_serves_the_model_as_its_positional_argument() -> None:
+    model = parse_model(QWEN)
+    service = parse_inference_service({"modelRef": "m", "runtime": "vllm"})
+    container = pod_spec(ISVC, service, model, "m")["containers"][0]
+    assert container["command"] == ["vllm", "serve"] and container["args"][0] == "Qwen/Qwen3-8B"
+    assert "--model" not in container["args"]
+    user = parse_inference_service(
+        {"modelRef": "m", "runtime": "vllm", "extraArgs": ["--model", "Qwen/Qwen3-8B-AWQ"]}
+    )
+    argv = pod_spec(ISVC, user, model, "m")["containers"][0]["args"]
+    assert "Qwen/Qwen3-8B" not in argv and argv.count("--model") == 1
+
+
+def test_tgi_emits_max_input_tokens_and_a_user_spelling_replaces_it() -> None:
+    model = parse_model(QWEN)
+    typed = {"maxInputLength": 2000, "maxTotalTokens": 4096}
+    service = parse_inference_service({"modelRef": "m", "runtime": "tgi", "tgiConfig": typed})
+    argv = pod_spec(ISVC, service, model, "m")["containers"][0]["args"]
+    assert argv[argv.index("--max-input-tokens") + 1] == "2000" and "--max-input-length" not in argv
+    for spelling in ("--max-input-tokens", "--max-input-length"):
+        user = parse_inference_service(
+            {"modelRef": "m", "runtime": "tgi", "tgiConfig": typed, "extraArgs": [spelling, "1000"]}
+        )
+        argv = pod_spec(ISVC, user, model, "m")["containers"][0]["args"]
+        assert [a for a in argv if a.startswith("--max-input")] == [spelling], argv
+
+
+def test_value_tables_are_the_releases() -> None:
+    """api/runtime_values.py against the options files (parser and startup tables)."""
+    v = validators()
+    assert list(rv.VLLM_QUANTIZATION) == v["quantization"]["methods"]
+    assert list(rv.VLLM_DEPRECATED_QUANTIZATION) == v["quantization"]["deprecated"]
+    platforms = {k: list(m) for k, m in rv.VLLM_PLATFORM_QUANTIZATION.items()}
+    assert platforms == {k: m for k, m in v["quantization"]["platforms"].items() if m}
+    assert list(rv.VLLM_KV_CACHE_DTYPES) == v["kv_cache_dtypes"]
+    assert list(rv.VLLM_ATTENTION_BACKENDS) == v["attention_backends"]
+    assert rv.VLLM_VERSION == VERSIONS["vllm"] == versions()["vllm"]
+    # How a bare word after each vLLM option is read: its value or a positional.
+    groups = {rt: {name: f.spellings for name, f in FLAGS[rt].items()} for rt in FLAGS}
+    vllm = checkers(groups)["vllm"]
+    for spelling, opt in vllm.options.items():
+        if not spelling.startswith("-"):
+            continue
+        expected = {"0": [2, 3], "1": [3], "?": [3], "+": [], "*": []}[opt.nargs]
+        assert vllm_positionals(("m", spelling, "a", "b"))[1:] == expected, spelling
+
+
+def test_checked_spellings_are_the_flag_tables() -> None:
+    from api.runtime_args import CHECKED
+
+    for runtime, table in CHECKED.items():
+        for option, (spellings, _) in table.items():
+            assert set(spellings) <= set(FLAGS[runtime][option].spellings), (runtime, option)
+    assert [a.name for a in extra_options("vllm", ("--max_num_seqs=2",))] == ["--max-num-seqs"]

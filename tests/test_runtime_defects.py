@@ -100,8 +100,12 @@ def test_3_user_model_id_is_the_only_one() -> None:
 def test_3_hostname_is_not_a_spelling_of_host_outside_tgi(runtime: str) -> None:
     argv = container(runtime, gpu_model(), extraArgs=["--hostname", "::"])["args"]
     assert value(argv, "--host") == "0.0.0.0"  # ours stays: --hostname is not --host there
+    # ...and the runtime's parser would exit on it: refused, naming the entry.
+    message = _refusal(gpu_model(), runtime, extraArgs=["--hostname", "::"])
+    assert "InvalidRuntimeConfig: spec.extraArgs[0]: --hostname is not an option" in message
     tgi = container("tgi", gpu_model(), extraArgs=["--hostname", "::"])["args"]
     assert tgi.count("--hostname") == 1 and value(tgi, "--hostname") == "::"
+    assert _refusal(gpu_model(), "tgi", extraArgs=["--hostname", "::"]) == ""
 
 
 # 4. tensorSplit: malformed or more than 15 parts is refused at admission.
@@ -389,10 +393,22 @@ def test_5_parallelism_counts_claimed_devices_data_and_pipeline_parallel() -> No
             },
         }
     )
-    # count 4 next to a template of 2: TP 4 on the 2 devices the pod holds never starts.
-    message = _refusal(counted, "vllm", claimed=2)
-    assert "ParallelismExceedsGPUs" in message and "gets 2" in message, message
+    # count 4 next to a template of 2: count sizes the runtime (the guide), served;
+    # DeviceCount=False CountMismatch says the numbers differ (test_dra_sizing).
+    assert _refusal(counted, "vllm", claimed=2) == ""
     assert _refusal(counted, "vllm", claimed=4) == ""
+    # An explicit TP above count stays refused (LLMKube's rule), whatever the claims give.
+    message = _refusal(counted, "vllm", claimed=8, vllmConfig={"tensorParallelSize": 8})
+    assert "ParallelismExceedsGPUs" in message and "gets 4" in message, message
+    # Without count the claims' devices bound an explicit TP.
+    uncounted = parse_model(
+        {
+            **SAFETENSORS,
+            "hardware": {"accelerator": "cuda", "gpu": {"enabled": True, "resourceClaims": claims}},
+        }
+    )
+    message = _refusal(uncounted, "vllm", claimed=2, vllmConfig={"tensorParallelSize": 4})
+    assert "ParallelismExceedsGPUs" in message and "gets 2" in message, message
     two = gpu_model(2)
     # vLLM data parallel on one node multiplies the GPUs.
     message = _refusal(two, "vllm", extraArgs=["--data-parallel-size", "4"])
@@ -412,3 +428,36 @@ def test_2_a_user_port_that_is_not_a_number_is_refused() -> None:
         message = _refusal(model, runtime, extraArgs=[spelling, "abc"])
         assert "InvalidRuntimeConfig" in message and "'abc'" in message, (runtime, message)
         assert _refusal(model, runtime, extraArgs=[spelling, "9000"]) == ""
+
+
+# Issue 20, item 3: a free-text vLLM value 0.34 exits on is refused, naming the field.
+async def test_a_value_the_release_refuses_is_reported_by_field(
+    kube: KubeClient, controller: Manager
+) -> None:
+    await reapply(kube, model_yaml("m", "      enabled: true\n      count: 1"))
+    await reapply(kube, isvc_yaml("svc", "m", extra="  vllmConfig: {kvCacheDtype: int8}"))
+    isvc = await wait_condition(
+        kube, INFERENCE_SERVICE, "svc", "RuntimeConfigured", "False", "InvalidRuntimeConfig"
+    )
+    ready = next(c for c in isvc["status"]["conditions"] if c["type"] == "Ready")
+    assert ready["reason"] == "InvalidRuntimeConfig"
+    assert ready["message"].startswith("spec.vllmConfig.kvCacheDtype: 'int8'"), ready["message"]
+    assert await kube.get(DEPLOYMENT, "default", "svc") is None
+    # vLLM's ROCm build is pinned: an AMD Model is served, not refused for its image.
+    await reapply(kube, model_yaml("m", "      enabled: true\n      vendor: amd\n      count: 1"))
+    await reapply(kube, isvc_yaml("svc", "m"))
+    await wait_condition(kube, INFERENCE_SERVICE, "svc", "RuntimeConfigured", "True", "ArgvValid")
+    dep = await kube.get(DEPLOYMENT, "default", "svc")
+    assert dep is not None
+    image = dep["spec"]["template"]["spec"]["containers"][0]["image"]
+    assert image == "vllm/vllm-openai-rocm:v0.34.0"
+
+
+def test_vllm_quantization_is_checked_against_the_platform() -> None:
+    """vLLM's ROCm and XPU platforms narrow the methods (Platform.verify_quantization)."""
+    amd = gpu_model(vendor="amd")
+    message = _refusal(amd, "vllm", vllmConfig={"quantization": "gptq_marlin"})
+    assert "InvalidRuntimeConfig: spec.vllmConfig.quantization" in message, message
+    assert "on rocm" in message
+    assert _refusal(amd, "vllm", vllmConfig={"quantization": "awq"}) == ""
+    assert _refusal(gpu_model(), "vllm", vllmConfig={"quantization": "gptq_marlin"}) == ""

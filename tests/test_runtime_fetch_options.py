@@ -162,3 +162,46 @@ def test_main_writes_a_file_the_checker_reads(tmp_path: Path) -> None:
     assert script().main(["llamacpp", "b1", "--source", str(source), "--out", str(tmp_path)]) == 0
     data = json.loads((tmp_path / "llamacpp.json").read_text())
     assert data["version"] == "b1" and "--model" in data["options"]
+
+
+VLLM_FILES = {
+    "vllm/model_executor/layers/quantization/__init__.py": (
+        'QuantizationMethods = Literal[\n    "awq",\n    "fp8",\n    "fbgemm_fp8",\n]\n'
+        'DEPRECATED_QUANTIZATION_METHODS = [\n    "fbgemm_fp8",\n]\n'
+    ),
+    "vllm/config/cache.py": 'CacheDType = Literal[\n    "auto",\n    "fp8",\n]\n',
+    "vllm/v1/attention/backends/registry.py": (
+        "class AttentionBackendEnum(Enum, metaclass=M):\n"
+        '    FLASH_ATTN = "a.B"\n    TRITON_ATTN = "c.D"\n    CUSTOM = None\n\n'
+        "    @classmethod\n    def register(cls) -> None: ...\n"
+    ),
+    "vllm/platforms/cuda.py": "class CudaPlatform(Platform):\n    device_name = 'cuda'\n",
+    "vllm/platforms/rocm.py": (
+        "class RocmPlatform(Platform):\n    supported_quantization: list[str] = [\n"
+        '        "awq",\n    ]\n'
+    ),
+}
+
+
+def test_vllm_validators_are_read_from_the_release_source(tmp_path: Path) -> None:
+    import zipfile
+
+    wheel = tmp_path / "vllm-0.34.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        for name, text in VLLM_FILES.items():
+            z.writestr(name, text)
+    v = script().vllm_validators(script().wheel_reader(wheel))
+    assert v["quantization"] == {
+        "methods": ["awq", "fp8", "fbgemm_fp8"],
+        "deprecated": ["fbgemm_fp8"],
+        "platforms": {"cuda": None, "rocm": ["awq"]},
+    }
+    assert v["kv_cache_dtypes"] == ["auto", "fp8"]
+    assert v["attention_backends"] == ["auto", "FLASH_ATTN", "TRITON_ATTN"]
+    # --validators-from writes only that section into an existing vllm.json.
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "vllm.json").write_text(json.dumps({"version": "0.34.0", "options": {}}))
+    script().main(["vllm", "0.34.0", "--validators-from", str(wheel), "--out", str(out)])
+    written = json.loads((out / "vllm.json").read_text())
+    assert written["options"] == {} and written["validators"]["kv_cache_dtypes"] == ["auto", "fp8"]

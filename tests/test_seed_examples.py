@@ -63,7 +63,7 @@ async def test_multi_gpu_vllm_gets_tensor_parallel_two(
     container = dep["spec"]["template"]["spec"]["containers"][0]
     args = container["args"]
     assert args[args.index("--tensor-parallel-size") + 1] == "2"
-    assert args[args.index("--model") + 1] == "Qwen/Qwen3-32B"
+    assert args[0] == "Qwen/Qwen3-32B"  # `vllm serve <model>`: the positional form
     assert "limits" not in container["resources"]
     assert dep["spec"]["template"]["spec"]["resourceClaims"] == [
         {"name": "gpus", "resourceClaimTemplateName": "two-gpus"}

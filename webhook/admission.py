@@ -12,7 +12,15 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from api import InvalidSpec, parse_gpu_quota, parse_inference_service, parse_model, rule_errors
+from api import (
+    InferenceServiceSpec,
+    InvalidSpec,
+    parse_gpu_quota,
+    parse_inference_service,
+    parse_model,
+    rule_errors,
+)
+from api.runtime_args import runtime_arg_errors
 from controller.resources import GPU_QUOTA, GROUP, INFERENCE_SERVICE, MODEL
 
 Obj = dict[str, Any]
@@ -73,10 +81,12 @@ def verdict(request: Obj, lookup: ModelLookup | None = None) -> tuple[bool, str]
     if not isinstance(obj, dict):
         return False, "request.object must be an object"
     try:
-        validate(obj.get("spec"))
+        spec = validate(obj.get("spec"))
     except InvalidSpec as e:
         return False, "; ".join(e.errors)
-    errors = _cross_object_errors(request, lookup)
+    # What the pinned runtime would exit on (the reconciler says the same, by condition).
+    errors = runtime_arg_errors(spec) if isinstance(spec, InferenceServiceSpec) else []
+    errors += _cross_object_errors(request, lookup)
     if errors:
         return False, "; ".join(errors)
     return True, ""
