@@ -37,6 +37,7 @@ from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
 
 from . import jsondepth
+from .credentials import ExecPlugin, ExecPluginError
 from .http1 import ConnectionPool, Reply
 from .resources import ResourceType
 
@@ -154,7 +155,14 @@ _error_from = error_from  # the old private name
 
 # What a request can end with that trying again later may fix: the server's answers
 # (ApiError) and the network's failures, as either transport raises them.
-TRANSIENT: tuple[type[BaseException], ...] = (ApiError, aiohttp.ClientError, OSError, TimeoutError)
+# An exec plugin that fails (its identity provider unreachable) is weather too.
+TRANSIENT: tuple[type[BaseException], ...] = (
+    ApiError,
+    aiohttp.ClientError,
+    OSError,
+    TimeoutError,
+    ExecPluginError,
+)
 
 
 class Throttle:
@@ -250,6 +258,9 @@ class KubeClient:
         # unless a proxy may be involved: proxies are aiohttp's to speak to.
         self.lean = self._url.scheme in ("http", "https") and not proxy and not trust_env
         self._pool: ConnectionPool | None = None
+        # A kubeconfig exec plugin (connect() finds it): its token replaces the
+        # Configuration's, is refreshed at expiry, and once more after a 401.
+        self.exec_plugin: ExecPlugin | None = None
 
     def _ssl(self) -> ssl.SSLContext | None:
         return _ssl_context(self.configuration) if self._url.scheme == "https" else None
@@ -294,6 +305,7 @@ class KubeClient:
     ) -> KubeClient:
         """An explicit server URL (tests, the demo), else in-cluster config, else kubeconfig."""
         configuration = k8s_client.Configuration()
+        exec_plugin = None
         if server:
             configuration.host = server.rstrip("/")
             if token:
@@ -302,16 +314,19 @@ class KubeClient:
             try:
                 k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
             except k8s_config.ConfigException:
-                await k8s_config.load_kube_config(
+                loader = await k8s_config.load_kube_config(
                     config_file=kubeconfig, client_configuration=configuration
                 )
-        return cls(
+                exec_plugin = ExecPlugin.from_kubeconfig(loader)
+        client = cls(
             configuration,
             timeout=timeout,
             pool_size=pool_size,
             trust_env=trust_env,
             user_agent=user_agent,
         )
+        client.exec_plugin = exec_plugin
+        return client
 
     async def close(self) -> None:
         if self._pool is not None:
@@ -322,7 +337,11 @@ class KubeClient:
 
     async def _auth(self) -> dict[str, str]:
         """The Authorization header (or other API-key headers), asked for every request."""
-        # auth_settings() runs the Configuration's refresh hook: rotated tokens, exec plugins.
+        if self.exec_plugin is not None:
+            credential = await self.exec_plugin.get()
+            return {"authorization": f"Bearer {credential.token}"} if credential.token else {}
+        # auth_settings() runs the Configuration's refresh hook: in-cluster token files
+        # are read again as the kubelet rotates them.
         auth = await self.configuration.auth_settings()
         headers: dict[str, str] = {}
         for setting in auth.values():
@@ -380,13 +399,26 @@ class KubeClient:
         answer: Callable[[_R], tuple[int, str | None]],
         discard: Callable[[_R], None],
     ) -> _R:
-        """send() after any Retry-After wait on its path; sent again when told to wait."""
+        """send() after any Retry-After wait on its path; sent again when told to wait.
+
+        A 401 with an exec plugin's credential runs the plugin again (unless a
+        concurrent request already did) and sends once more, as client-go does.
+        """
         attempt = 0
+        reauthenticated = False
         while True:
             await self.throttle.wait(path)
+            # What send() will carry (got now: an expired one is replaced first, and
+            # before the fence is asked, as a plugin run may take seconds).
+            sent_with = None if self.exec_plugin is None else await self.exec_plugin.get()
             self._check_fence(method, path)
             response = await send()
             status, header = answer(response)
+            if status == 401 and self.exec_plugin is not None and not reauthenticated:
+                reauthenticated = True
+                discard(response)
+                await self.exec_plugin.refresh(sent_with)
+                continue
             retry_after = parse_retry_after(header)
             if retry_after is not None and (status == 429 or status >= 500):
                 self.throttle.hold(path, retry_after)

@@ -32,12 +32,14 @@ async def serve(
     simulate: dict[str, int] | None,
     enforce_schemas: bool = True,
     tls: tuple[str, str] | None = None,
+    require_token: bool = False,
 ) -> None:
     app = make_app(
         bookmark_interval=bookmark_interval,
         history=history,
         simulate=simulate,
         enforce_schemas=enforce_schemas,
+        require_token=require_token,
     )
     runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=0.5)
     await runner.setup()
@@ -87,6 +89,12 @@ def main() -> None:
     # kube-apiserver's names for its serving certificate and key
     parser.add_argument("--tls-cert-file", help="serve HTTPS with this certificate (PEM)")
     parser.add_argument("--tls-private-key-file", help="the certificate's key (PEM)")
+    parser.add_argument(
+        "--require-token",
+        action="store_true",
+        help="answer 401 Unauthorized unless the request carries a live bearer token "
+        "minted by POST /_testserver/tokens {ttl: seconds}",
+    )
     args = parser.parse_args()
     if bool(args.tls_cert_file) != bool(args.tls_private_key_file):
         parser.error("--tls-cert-file and --tls-private-key-file go together")
@@ -99,6 +107,7 @@ def main() -> None:
             args.simulate_cluster,
             enforce_schemas=not args.no_schema_validation,
             tls=(args.tls_cert_file, args.tls_private_key_file) if args.tls_cert_file else None,
+            require_token=args.require_token,
         )
     )
 

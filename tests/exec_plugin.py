@@ -1,0 +1,41 @@
+"""A kubeconfig exec plugin for the tests: mints tokens from the test API server.
+
+Run as `python tests/exec_plugin.py` with, from the kubeconfig's `env`:
+LLMKUBE_TEST_SERVER (the server URL), LLMKUBE_TEST_TTL (token lifetime in seconds),
+LLMKUBE_TEST_RUNS (a file each run appends KUBERNETES_EXEC_INFO to, one line), and
+optionally LLMKUBE_TEST_BOGUS=1 (hand out a token the server never minted) and
+LLMKUBE_TEST_NO_EXPIRY=1 (leave out status.expirationTimestamp).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import urllib.request
+
+
+def main() -> int:
+    info = json.loads(os.environ["KUBERNETES_EXEC_INFO"])
+    with open(os.environ["LLMKUBE_TEST_RUNS"], "a") as runs:
+        runs.write(json.dumps(info) + "\n")
+    if os.environ.get("LLMKUBE_TEST_BOGUS"):
+        status = {"token": "never-minted"}
+    else:
+        request = urllib.request.Request(
+            os.environ["LLMKUBE_TEST_SERVER"] + "/_testserver/tokens",
+            data=json.dumps({"ttl": float(os.environ["LLMKUBE_TEST_TTL"])}).encode(),
+            method="POST",
+        )
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            status = json.load(answer)
+        if os.environ.get("LLMKUBE_TEST_NO_EXPIRY"):
+            del status["expirationTimestamp"]
+    json.dump(
+        {"apiVersion": info["apiVersion"], "kind": "ExecCredential", "status": status}, sys.stdout
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
