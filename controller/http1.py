@@ -230,6 +230,40 @@ def _why(error: Exception) -> str:
     return str(cause or error)
 
 
+@dataclass(frozen=True, slots=True)
+class Tunnel:
+    """An HTTP proxy that HTTPS connections are tunnelled through (CONNECT), as Go does."""
+
+    host: str
+    port: int
+    authorization: str | None = None  # Proxy-Authorization
+
+
+class _TunnelHandshake(asyncio.Protocol):
+    """Reads the proxy's answer to CONNECT: its head, and nothing after it."""
+
+    def __init__(self) -> None:
+        self.head: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        self._buf = bytearray()
+
+    def data_received(self, data: bytes) -> None:
+        self._buf += data
+        end = self._buf.find(b"\r\n\r\n")
+        if self.head.done():
+            return
+        if end >= 0:
+            if len(self._buf) > end + 4:  # the server speaks before our TLS hello: not a tunnel
+                self.head.set_exception(ValueError("bytes after the proxy's CONNECT answer"))
+            else:
+                self.head.set_result(bytes(self._buf[:end]))
+        elif len(self._buf) > MAX_HEAD:
+            self.head.set_exception(ValueError("proxy's CONNECT answer too large"))
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.head.done():
+            self.head.set_exception(ConnectionResetError("proxy closed the connection"))
+
+
 class ConnectionPool:
     """Kept-alive connections to one host; at most `limit` requests in flight."""
 
@@ -242,8 +276,11 @@ class ConnectionPool:
         server_hostname: str | None = None,
         limit: int,
         idle_seconds: float = IDLE_SECONDS,
+        tunnel: Tunnel | None = None,
     ) -> None:
         self.host, self.port = host, port
+        self.tunnel = tunnel if ssl_context is not None else None  # https only
+        self.tunnels = 0  # CONNECTs made (tests read it)
         self.ssl_context = ssl_context
         self.server_hostname = server_hostname or host  # the name the certificate must carry
         self.idle_seconds = idle_seconds
@@ -316,6 +353,8 @@ class ConnectionPool:
         return None, False
 
     async def _connect(self) -> _Connection:
+        if self.tunnel is not None:
+            return await self._connect_through(self.tunnel)
         try:
             _, conn = await asyncio.get_running_loop().create_connection(
                 _Connection,
@@ -328,6 +367,53 @@ class ConnectionPool:
             raise aiohttp.ClientOSError(
                 e.errno, f"cannot connect to {self.host}:{self.port}: {e.strerror or e}"
             ) from e
+        self.opened += 1
+        return conn
+
+    async def _connect_through(self, tunnel: Tunnel) -> _Connection:
+        """CONNECT host:port through the proxy, then TLS with the server inside it."""
+        assert self.ssl_context is not None
+        loop = asyncio.get_running_loop()
+        where = f"{self.host}:{self.port} through proxy {tunnel.host}:{tunnel.port}"
+        try:
+            transport, handshake = await loop.create_connection(
+                _TunnelHandshake, tunnel.host, tunnel.port
+            )
+        except OSError as e:
+            raise aiohttp.ClientOSError(e.errno, f"cannot connect to {where}: {e}") from e
+        try:
+            authority = (
+                f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+            )
+            auth = (
+                f"Proxy-Authorization: {tunnel.authorization}\r\n" if tunnel.authorization else ""
+            )
+            transport.write(
+                f"CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n{auth}\r\n".encode("latin-1")
+            )
+            try:
+                head = await handshake.head
+            except (OSError, ValueError) as e:
+                raise aiohttp.ClientOSError(None, f"cannot connect to {where}: {e}") from e
+            status_line = head.split(b"\r\n", 1)[0].decode("latin-1")
+            version, _, rest = status_line.partition(" ")
+            if not version.startswith("HTTP/1.") or not rest.startswith("200"):
+                raise aiohttp.ClientOSError(
+                    None, f"cannot connect to {where}: the proxy answered {status_line[:100]!r}"
+                )
+            conn = _Connection()
+            try:
+                tls = await loop.start_tls(
+                    transport, conn, self.ssl_context, server_hostname=self.server_hostname
+                )
+            except OSError as e:
+                raise aiohttp.ClientOSError(e.errno, f"cannot connect to {where}: {e}") from e
+            assert tls is not None
+            conn.connection_made(tls)
+        except BaseException:
+            transport.abort()
+            raise
+        self.tunnels += 1
         self.opened += 1
         return conn
 

@@ -1,14 +1,16 @@
 """A dynamic Kubernetes client: JSON objects over our own HTTP/1.1 connections.
 
 kubernetes-asyncio loads in-cluster or kubeconfig credentials (token files that rotate,
-exec plugins, client certificates); we ask its Configuration for the Authorization
-header on every request, so refreshes keep working, but send the requests ourselves:
-its session trusts the environment, which costs two thread hops per request (proxy
-lookup and ~/.netrc). Short requests go over keep-alive connections of our own
-(controller.http1); watches, and everything when a proxy may be involved (kubeconfig
-`proxy-url` or LLMKUBE_TRUST_ENV=true), over an aiohttp session. Every resource goes
-through the same few verbs over plain REST paths, and watches are read as raw
-line-delimited streams.
+client certificates); we ask its Configuration for the Authorization header on every
+request, so that rotated token files are read again. A kubeconfig exec plugin is ours
+to run (controller.credentials): its token is refreshed at expiry and after a 401. We
+send the requests ourselves: kubernetes-asyncio's session trusts the environment, which
+costs two thread hops per request (proxy lookup and ~/.netrc); the proxy is decided
+once instead (controller.proxy, client-go's rules). Short requests go over keep-alive
+connections of our own (controller.http1), directly or through an http:// proxy;
+watches, and everything through an https:// proxy, over an aiohttp session. Every
+resource goes through the same few verbs over plain REST paths, and watches are read as
+raw line-delimited streams.
 
 Errors come back as a small taxonomy of ApiError subclasses (NotFound, Conflict, Gone,
 TooManyRequests, ServerError); a connection that fails raises aiohttp's ClientError
@@ -38,7 +40,8 @@ from kubernetes_asyncio import config as k8s_config
 
 from . import jsondepth
 from .credentials import ExecPlugin, ExecPluginError
-from .http1 import ConnectionPool, Reply
+from .http1 import ConnectionPool, Reply, Tunnel
+from .proxy import for_server as proxy_for_server
 from .resources import ResourceType
 
 Obj = dict[str, Any]
@@ -228,7 +231,7 @@ class KubeClient:
         timeout: float = DEFAULT_TIMEOUT,
         *,
         pool_size: int = DEFAULT_POOL,
-        trust_env: bool | None = None,
+        proxy_env: bool = True,
         user_agent: str = "llmkube-controller",
     ) -> None:
         self.configuration = configuration
@@ -247,17 +250,29 @@ class KubeClient:
         self._base_headers: dict[str, dict[str, str]] = {}
         self._head_lines: dict[str, str] = {}
         self.throttle = Throttle()
-        proxy = getattr(configuration, "proxy", None)
-        if trust_env is None:
-            trust_env = os.environ.get("LLMKUBE_TRUST_ENV", "false").lower() == "true"
-        self.proxy: str | None = proxy or None
         self.pool_size = pool_size
-        self.trust_env = trust_env
+        # The proxy is decided here, once (client-go's rules, controller.proxy): never
+        # per request in a thread, as aiohttp's trust_env did. proxy_env=False: the
+        # environment is not consulted (the kubeconfig's proxy-url still is).
+        self.proxy = proxy_for_server(
+            self.host, getattr(configuration, "proxy", None), os.environ if proxy_env else None
+        )
         self._session: aiohttp.ClientSession | None = None
-        # Short requests go over our own keep-alive connections (controller.http1)
-        # unless a proxy may be involved: proxies are aiohttp's to speak to.
-        self.lean = self._url.scheme in ("http", "https") and not proxy and not trust_env
+        # Short requests go over our own keep-alive connections (controller.http1),
+        # directly or through an http:// proxy (CONNECT for https, absolute-form for
+        # http, as Go does); an https:// proxy is aiohttp's to speak to.
+        self.lean = self._url.scheme in ("http", "https") and (
+            self.proxy is None or self.proxy.scheme == "http"
+        )
+        self._absolute = self.proxy is not None and self._url.scheme == "http"
+        if self._absolute:  # requests name the server: the proxy is the peer
+            self._prefix = f"http://{self._url.netloc.rpartition('@')[2]}{self._prefix}"
         self._pool: ConnectionPool | None = None
+        self._proxy_headers = (
+            {"Proxy-Authorization": self.proxy.authorization}
+            if self.proxy is not None and self.proxy.authorization
+            else None
+        )
         # A kubeconfig exec plugin (connect() finds it): its token replaces the
         # Configuration's, is refreshed at expiry, and once more after a 401.
         self.exec_plugin: ExecPlugin | None = None
@@ -267,14 +282,15 @@ class KubeClient:
 
     @property
     def session(self) -> aiohttp.ClientSession:
-        """aiohttp, for watches and for every request when a proxy may be in the way."""
+        """aiohttp, for watches, and for every request through an https:// proxy."""
         # Made lazily, inside the running loop that will use it.
         if self._session is None or self._session.closed:
             connector = aiohttp.TCPConnector(
                 limit=self.pool_size, ssl=self._ssl() or False, keepalive_timeout=30
             )
+            # trust_env=False: no proxy lookup and ~/.netrc read in a thread per request.
             self._session = aiohttp.ClientSession(
-                connector=connector, trust_env=self.trust_env, json_serialize=json.dumps
+                connector=connector, trust_env=False, json_serialize=json.dumps
             )
         return self._session
 
@@ -282,12 +298,20 @@ class KubeClient:
     def pool(self) -> ConnectionPool:
         if self._pool is None:
             default_port = 443 if self._url.scheme == "https" else 80
+            host, port = self._url.hostname or "localhost", self._url.port or default_port
+            tunnel = None
+            if self.proxy is not None and self._absolute:
+                host, port = self.proxy.host, self.proxy.port
+            elif self.proxy is not None:
+                tunnel = Tunnel(self.proxy.host, self.proxy.port, self.proxy.authorization)
             self._pool = ConnectionPool(
-                self._url.hostname or "localhost",
-                self._url.port or default_port,
+                host,
+                port,
                 ssl_context=self._ssl(),
-                server_hostname=getattr(self.configuration, "tls_server_name", None),
+                server_hostname=getattr(self.configuration, "tls_server_name", None)
+                or self._url.hostname,
                 limit=self.pool_size,
+                tunnel=tunnel,
             )
         return self._pool
 
@@ -300,7 +324,7 @@ class KubeClient:
         token: str | None = None,
         timeout: float = DEFAULT_TIMEOUT,
         pool_size: int = DEFAULT_POOL,
-        trust_env: bool | None = None,
+        proxy_env: bool = True,
         user_agent: str = "llmkube-controller",
     ) -> KubeClient:
         """An explicit server URL (tests, the demo), else in-cluster config, else kubeconfig."""
@@ -322,7 +346,7 @@ class KubeClient:
             configuration,
             timeout=timeout,
             pool_size=pool_size,
-            trust_env=trust_env,
+            proxy_env=proxy_env,
             user_agent=user_agent,
         )
         client.exec_plugin = exec_plugin
@@ -368,6 +392,9 @@ class KubeClient:
                 f"User-Agent: {self.user_agent}\r\n"
                 f"Accept: application/json\r\nContent-Type: {content_type}\r\n"
             )
+            if self._absolute and self.proxy is not None and self.proxy.authorization:
+                lines += f"Proxy-Authorization: {self.proxy.authorization}\r\n"
+                self._head_lines[content_type] = lines
         parts = [f"{method} {target} HTTP/1.1\r\n", lines]
         for name, value in (await self._auth()).items():
             if "\r" in value or "\n" in value or "\r" in name or "\n" in name:
@@ -482,7 +509,8 @@ class KubeClient:
             data=data,
             headers=await self._headers(content_type),
             timeout=self._timeout(timeout),
-            proxy=self.proxy,
+            proxy=self.proxy.url if self.proxy is not None else None,
+            proxy_headers=self._proxy_headers,
             server_hostname=getattr(self.configuration, "tls_server_name", None),
         )
 
