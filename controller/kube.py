@@ -27,10 +27,13 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import ssl
+import tempfile
 import time
 import urllib.parse
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import aiohttp
@@ -39,7 +42,7 @@ from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
 
 from . import jsondepth
-from .credentials import ExecPlugin, ExecPluginError
+from .credentials import Credential, ExecPlugin, ExecPluginError
 from .http1 import ConnectionPool, Reply, Tunnel
 from .proxy import for_server as proxy_for_server
 from .resources import ResourceType
@@ -205,6 +208,13 @@ def _ssl_context(configuration: k8s_client.Configuration) -> ssl.SSLContext:
     return context
 
 
+def _write_pair(directory: str, cert_pem: bytes, key_pem: bytes) -> tuple[str, str]:
+    cert, key = Path(directory, "client.crt"), Path(directory, "client.key")
+    cert.write_bytes(cert_pem)
+    key.write_bytes(key_pem)
+    return str(cert), str(key)
+
+
 def _raise_for_status(reply: Reply) -> None:
     """An error answer as its typed ApiError, with the server's Retry-After."""
     if reply.status >= 400:
@@ -276,6 +286,8 @@ class KubeClient:
         # A kubeconfig exec plugin (connect() finds it): its token replaces the
         # Configuration's, is refreshed at expiry, and once more after a 401.
         self.exec_plugin: ExecPlugin | None = None
+        self._client_cert: bytes | None = None  # the plugin's certificate in use
+        self._cert_dir: str | None = None  # where it is written for the TLS contexts
 
     def _ssl(self) -> ssl.SSLContext | None:
         return _ssl_context(self.configuration) if self._url.scheme == "https" else None
@@ -358,11 +370,34 @@ class KubeClient:
             self._pool = None
         if self._session is not None:
             await self._session.close()
+        if self._cert_dir is not None:
+            shutil.rmtree(self._cert_dir, ignore_errors=True)
+            self._cert_dir = None
+
+    async def _use_client_cert(self, credential: Credential) -> None:
+        """A client certificate from the exec plugin, first or renewed: new connections
+        present it. Kept connections and the aiohttp session (its watches end, and
+        restart) are let go, as client-go closes its connections when it rotates one."""
+        assert credential.cert_pem is not None and credential.key_pem is not None
+        self._client_cert = credential.cert_pem  # before any await: one swap per change
+        if self._cert_dir is None:
+            self._cert_dir = tempfile.mkdtemp(prefix="llmkube-exec-")  # mode 0700
+        # ssl loads a certificate from files only; a few KB, written once per rotation.
+        cert, key = _write_pair(self._cert_dir, credential.cert_pem, credential.key_pem)
+        self.configuration.cert_file, self.configuration.key_file = cert, key
+        if self._pool is not None:
+            self._pool.close()  # requests in flight finish; their connections are retired
+            self._pool = None
+        session, self._session = self._session, None
+        if session is not None:
+            await session.close()
 
     async def _auth(self) -> dict[str, str]:
         """The Authorization header (or other API-key headers), asked for every request."""
         if self.exec_plugin is not None:
             credential = await self.exec_plugin.get()
+            if credential.cert_pem is not None and credential.cert_pem != self._client_cert:
+                await self._use_client_cert(credential)
             return {"authorization": f"Bearer {credential.token}"} if credential.token else {}
         # auth_settings() runs the Configuration's refresh hook: in-cluster token files
         # are read again as the kubelet rotates them.
@@ -502,12 +537,13 @@ class KubeClient:
         target: str | yarl.URL = (
             yarl.URL(url, encoded=True) if self._plain_host and _PLAIN_PATH.fullmatch(path) else url
         )
+        headers = await self._headers(content_type)  # first: it may replace the session
         return await self.session.request(
             method,
             target,
             params=query,
             data=data,
-            headers=await self._headers(content_type),
+            headers=headers,
             timeout=self._timeout(timeout),
             proxy=self.proxy.url if self.proxy is not None else None,
             proxy_headers=self._proxy_headers,

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import ssl
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
+import trustme
 import yaml
 
 from app.manifests import apply_text, install_crds
@@ -215,3 +218,55 @@ def test_an_expiry_is_refreshed_a_little_early() -> None:
     )
     assert parse_exec_credential(out, V1, 95.0).refresh_at == 99.5  # a tenth of 5 s early
     assert parse_exec_credential(out, V1, 0.0).refresh_at == 90.0  # at most 10 s early
+
+
+async def test_a_client_certificate_from_the_plugin_is_renewed(tmp_path: Path) -> None:
+    ca = trustme.CA()
+    ca.issue_cert("127.0.0.1").private_key_and_cert_chain_pem.write_to_path(
+        str(tmp_path / "serving.pem")
+    )
+    ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
+    certs = tmp_path / "certs"
+    certs.mkdir()
+    for name in ("a", "b"):
+        issued = ca.issue_cert(f"{name}.client", common_name=f"run-{name}")
+        issued.cert_chain_pems[0].write_to_path(str(certs / f"{name}.crt"))
+        issued.private_key_pem.write_to_path(str(certs / f"{name}.key"))
+    (certs / "current").write_text("a")
+    server = await ApiServerProcess.start(
+        "--tls-cert-file",
+        str(tmp_path / "serving.pem"),
+        "--tls-private-key-file",
+        str(tmp_path / "serving.pem"),
+        "--client-ca-file",
+        str(tmp_path / "ca.pem"),
+        "--require-token",
+    )
+    path = kubeconfig(tmp_path, server, ttl=2, extra_env={"LLMKUBE_TEST_CERT_DIR": str(certs)})
+    config = yaml.safe_load(path.read_text())
+    config["clusters"][0]["cluster"]["certificate-authority"] = str(tmp_path / "ca.pem")
+    path.write_text(yaml.safe_dump(config))
+    trusting = ssl.create_default_context(cafile=str(tmp_path / "ca.pem"))
+
+    async def client_certs() -> dict[str, int]:  # the CNs the server saw, with counts
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(f"{server.url}/_testserver/tokens", ssl=trusting) as answer,
+        ):
+            seen: dict[str, int] = (await answer.json())["clientCerts"]
+            return seen
+
+    client = await KubeClient.connect(kubeconfig=str(path))
+    try:
+        assert await client.get(POD, "default", "none") is None
+        assert set(await client_certs()) == {"run-a"}
+        (certs / "current").write_text("b")  # the plugin's next certificate
+
+        async def renewed() -> bool:
+            assert await client.get(POD, "default", "none") is None
+            return "run-b" in await client_certs()
+
+        await eventually(renewed, timeout=15, what="requests with the renewed certificate")
+    finally:
+        await client.close()
+        await server.stop()

@@ -33,6 +33,7 @@ async def serve(
     enforce_schemas: bool = True,
     tls: tuple[str, str] | None = None,
     require_token: bool = False,
+    client_ca: str | None = None,
 ) -> None:
     app = make_app(
         bookmark_interval=bookmark_interval,
@@ -47,6 +48,9 @@ async def serve(
     if tls is not None:  # serve HTTPS, as kube-apiserver does, with the given key pair
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         context.load_cert_chain(*tls)
+        if client_ca:  # as kube-apiserver: verify a client certificate if one is given
+            context.load_verify_locations(client_ca)
+            context.verify_mode = ssl.CERT_OPTIONAL
     site = web.TCPSite(runner, host, port, ssl_context=context)
     await site.start()
     bound = runner.addresses[0][1]
@@ -95,6 +99,11 @@ def main() -> None:
         help="answer 401 Unauthorized unless the request carries a live bearer token "
         "minted by POST /_testserver/tokens {ttl: seconds}",
     )
+    parser.add_argument(
+        "--client-ca-file",
+        help="with TLS: accept client certificates signed by this CA (PEM); with "
+        "--require-token they authenticate requests",
+    )
     args = parser.parse_args()
     if bool(args.tls_cert_file) != bool(args.tls_private_key_file):
         parser.error("--tls-cert-file and --tls-private-key-file go together")
@@ -108,6 +117,7 @@ def main() -> None:
             enforce_schemas=not args.no_schema_validation,
             tls=(args.tls_cert_file, args.tls_private_key_file) if args.tls_cert_file else None,
             require_token=args.require_token,
+            client_ca=args.client_ca_file,
         )
     )
 
