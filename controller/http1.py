@@ -4,8 +4,9 @@ A reconcile's status PATCH is most of its cost, and aiohttp's client spends abou
 much CPU on one request (tracing hooks, cookie jar, redirects, URL and multidict
 objects, a task per body write) as the rest of the reconcile. An apiserver answer needs
 none of that: one request at a time per connection, a Content-Length or chunked body,
-read whole. This module does only that, on asyncio protocols; watches (long streams)
-and proxied set-ups stay on aiohttp.
+read whole. This module does only that, on asyncio protocols, with llhttp (httptools:
+the parser of aiohttp's speedups and uvicorn) reading the answers; watches (long
+streams) stay on aiohttp.
 
 Failures surface as aiohttp's exception types (ClientOSError for a connection that
 could not be made, ServerDisconnectedError for one that closed mid-answer) so callers
@@ -22,26 +23,27 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import aiohttp
+import httptools
 
 IDEMPOTENT = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
-MAX_HEAD = 64 * 1024  # status line + headers; the apiserver sends a few hundred bytes
+# Status line + headers (or a chunk-size line, or trailers); the apiserver sends a few
+# hundred bytes. llhttp keeps no limit of its own.
+MAX_HEAD = 64 * 1024
 IDLE_SECONDS = 30.0  # a connection idle longer is closed rather than reused
 
 
 @dataclass(frozen=True, slots=True)
 class Reply:
     status: int
-    headers: dict[str, str]  # lower-case names; a repeated header keeps its last value
+    # Lower-case names. A repeated header's values are joined with ", " (RFC 9110 5.3:
+    # Warning, Set-Cookie); one that must be single (Content-Length...) is refused.
+    headers: dict[str, str]
     body: bytes
 
 
-def _find(buf: bytearray, separator: bytes, what: str) -> int:
-    """Where separator starts in buf; -1 while it has not arrived. A line that grows past
-    MAX_HEAD without one is refused: a peer could otherwise fill our memory with it."""
-    end = buf.find(separator)
-    if end < 0 and len(buf) > MAX_HEAD:
-        raise ValueError(f"{what} too large")
-    return end
+# Headers whose repetition makes the answer ambiguous: refused rather than guessed at.
+# (llhttp itself refuses a repeated Content-Length, and one beside Transfer-Encoding.)
+_SINGLE = frozenset({"content-length", "content-type", "retry-after"})
 
 
 class _Disconnected(aiohttp.ServerDisconnectedError):
@@ -49,22 +51,28 @@ class _Disconnected(aiohttp.ServerDisconnectedError):
 
 
 class _Connection(asyncio.Protocol):
-    """One socket; parses the answer to the single request in flight."""
+    """One socket; llhttp (httptools) parses the answer to the single request in flight.
+
+    The parser lives as long as the connection, as llhttp expects of keep-alive; our
+    callbacks gather one answer and hand it to the waiting request. What llhttp does not
+    bound we do: the bytes a head, chunk-size line or trailer may take (MAX_HEAD).
+    """
 
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self.idle_since = 0.0
-        self._buf = bytearray()
+        self.reusable = True
+        self._parser = httptools.HttpResponseParser(self)
         self._waiter: asyncio.Future[Reply] | None = None
         self._no_body = False  # HEAD: the answer's headers describe a body never sent
-        self._state = "idle"  # idle, head, length, chunk-size, chunk-data, until-close
-        self._status = 0
         self._headers: dict[str, str] = {}
-        self._remaining = 0
         self._chunks: list[bytes] = []
-        self._trailer_bytes = 0
-        self.reusable = True
+        self._received = False  # a byte of this exchange's answer arrived
+        self._until_close = False  # no length: the body ends with the connection
+        self._unparsed = 0  # bytes fed since the parser last consumed a body or a head
+        self._section = 0  # bytes of the headers (then of the trailers) of this answer
+        self._trailers = False  # the headers are complete: what on_header gets are trailers
 
     # -- asyncio.Protocol ----------------------------------------------------------
 
@@ -73,40 +81,106 @@ class _Connection(asyncio.Protocol):
         self.transport = transport
 
     def data_received(self, data: bytes) -> None:
-        self._buf += data
         if self._waiter is None:
-            if self._buf.strip():  # bytes nobody asked for: never reuse this socket
+            if data.strip():  # bytes nobody asked for: never reuse this socket
                 self._close()
-            else:
-                self._buf.clear()
             return
+        self._received = True
+        self._unparsed += len(data)
         try:
-            self._parse()
-        except ValueError as e:
-            self._fail(aiohttp.ClientPayloadError(f"malformed answer from the server: {e}"))
+            self._parser.feed_data(data)
+            if self._unparsed > MAX_HEAD:  # a head, chunk-size line or trailer without end
+                raise ValueError("header section, chunk size line or trailer too large")
+        except (httptools.HttpParserError, ValueError) as e:
+            if self._waiter is None:  # the answer was whole: what followed is garbage
+                self._close()
+                return
+            self._fail(aiohttp.ClientPayloadError(f"malformed answer from the server: {_why(e)}"))
             self._close()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         if self._waiter is None or self._waiter.done():
             return
-        if self._state == "until-close" and exc is None:
-            self._finish(bytes(self._buf))
-        elif self._state == "until-close":  # reset, not closed: the body may be cut short
+        if self._until_close and exc is None:
+            self._finish()
+        elif self._until_close:  # reset, not closed: the body may be cut short
             error = aiohttp.ClientPayloadError(f"answer cut short: {exc}")
             error.__cause__ = exc
             self._fail(error)
-        elif self._state == "head" and not self._buf:
+        elif not self._received:
             self._fail(_Disconnected("connection closed before an answer"))
         else:
             self._fail(aiohttp.ServerDisconnectedError("connection closed mid-answer"))
 
+    # -- llhttp's callbacks (only those defined are wired: each costs a call) -------
+
+    def on_message_begin(self) -> None:
+        if self._waiter is None:  # a second answer to one request: out of step
+            self.reusable = False
+        self._headers, self._chunks, self._until_close = {}, [], False
+        self._section, self._trailers = 0, False
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        # Whole sections that arrived at once are counted here (headers, then trailers).
+        self._section += len(name) + len(value) + 4
+        if self._section > MAX_HEAD:
+            raise ValueError("header section or trailers too large")
+        if self._trailers:  # after a chunked body: nothing of ours to learn there
+            return
+        key = name.decode("latin-1").lower()
+        text = value.decode("latin-1").strip()
+        headers = self._headers
+        if key in headers:
+            if key in _SINGLE:
+                raise ValueError(f"repeated {key} header")
+            headers[key] = f"{headers[key]}, {text}"
+        else:
+            headers[key] = text
+
+    def on_headers_complete(self) -> None:
+        self._unparsed = self._section = 0
+        self._trailers = True
+        parser = self._parser
+        if not parser.get_http_version().startswith("1."):
+            raise ValueError(f"not an HTTP/1.x answer: HTTP/{parser.get_http_version()}")
+        status = parser.get_status_code()
+        if 100 <= status < 200:  # an interim answer (100 Continue): the real one follows
+            return
+        if not parser.should_keep_alive():
+            self.reusable = False
+        headers = self._headers
+        coding = headers.get("transfer-encoding")
+        # We ask for no compression, so chunked is the only coding that may come.
+        if coding is not None and coding.lower() != "chunked":
+            raise ValueError(f"unsupported Transfer-Encoding {coding}")
+        if self._no_body:
+            # llhttp cannot be told that a HEAD's answer has no body: finish here, and
+            # the next exchange gets a new parser (send()).
+            self._finish()
+        elif coding is None and "content-length" not in headers and status not in (204, 304):
+            self._until_close, self.reusable = True, False
+
+    def on_body(self, body: bytes) -> None:
+        self._unparsed = 0
+        if self._waiter is None:  # bytes after a HEAD's answer: the stream is out of step
+            self.reusable = False
+            return
+        self._chunks.append(body)
+
+    def on_message_complete(self) -> None:
+        self._unparsed = 0
+        if self._waiter is not None and not 100 <= self._parser.get_status_code() < 200:
+            self._finish()
+
     # -- one exchange --------------------------------------------------------------
 
     def send(self, head: bytes, body: bytes | None, no_body: bool) -> asyncio.Future[Reply]:
-        assert self.transport is not None and self._state == "idle"
+        assert self.transport is not None and self._waiter is None
         self._waiter = asyncio.get_running_loop().create_future()
-        self._state, self._no_body, self._buf = "head", no_body, bytearray()
+        if self._no_body:  # the last answer was a HEAD's: its parser awaits a body
+            self._parser = httptools.HttpResponseParser(self)
+        self._no_body, self._received, self._unparsed = no_body, False, 0
         # One write: the transport buffers what the socket does not take at once.
         self.transport.write(head + body if body else head)
         return self._waiter
@@ -142,97 +216,52 @@ class _Connection(asyncio.Protocol):
         if self._waiter is not None and not self._waiter.done():
             self._waiter.set_exception(error)
 
-    def _finish(self, body: bytes) -> None:
+    def _finish(self) -> None:
         waiter, self._waiter = self._waiter, None
-        self._state = "idle"
-        if self._buf:  # more than the answer: the stream is out of step
-            self.reusable = False
+        chunks, self._chunks = self._chunks, []
         if waiter is not None and not waiter.done():
-            waiter.set_result(Reply(self._status, self._headers, body))
+            body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+            waiter.set_result(Reply(self._parser.get_status_code(), self._headers, body))
 
-    def _parse(self) -> None:
-        buf = self._buf
-        while self._waiter is not None:
-            state = self._state
-            if state == "head":
-                end = _find(buf, b"\r\n\r\n", "header section")
-                if end < 0:
-                    return
-                head = bytes(buf[:end])
-                del buf[: end + 4]
-                self._read_head(head)
-            elif state == "length":
-                if len(buf) < self._remaining:
-                    return
-                body = bytes(buf[: self._remaining])
-                del buf[: self._remaining]
-                self._finish(body)
-            elif state == "chunk-size":
-                end = _find(buf, b"\r\n", "chunk size line")
-                if end < 0:
-                    return
-                size = int(bytes(buf[:end]).split(b";", 1)[0].strip(), 16)
-                if size < 0:
-                    raise ValueError("negative chunk size")
-                del buf[: end + 2]
-                if size:
-                    self._state, self._remaining = "chunk-data", size
-                else:
-                    self._state = "trailers"
-            elif state == "chunk-data":
-                if len(buf) < self._remaining + 2:
-                    return
-                if buf[self._remaining : self._remaining + 2] != b"\r\n":
-                    raise ValueError("chunk not followed by CRLF")
-                self._chunks.append(bytes(buf[: self._remaining]))
-                del buf[: self._remaining + 2]
-                self._state = "chunk-size"
-            elif state == "trailers":  # none or more header lines, then an empty one
-                end = _find(buf, b"\r\n", "trailer section")
-                if end < 0:
-                    return
-                self._trailer_bytes += end + 2
-                if self._trailer_bytes > MAX_HEAD:
-                    raise ValueError("trailer section too large")
-                del buf[: end + 2]
-                if end == 0:
-                    body, self._chunks = b"".join(self._chunks), []
-                    self._finish(body)
-            else:  # until-close: the body ends with the connection
-                return
 
-    def _read_head(self, head: bytes) -> None:
-        lines = head.decode("latin-1").split("\r\n")
-        version, _, rest = lines[0].partition(" ")
-        if not version.startswith("HTTP/1."):
-            raise ValueError(f"not an HTTP/1.x status line: {lines[0][:80]!r}")
-        status = int(rest[:3])
-        headers: dict[str, str] = {}
-        for line in lines[1:]:
-            name, sep, value = line.partition(":")
-            if not sep:
-                raise ValueError(f"malformed header line: {line[:80]!r}")
-            headers[name.strip().lower()] = value.strip()
-        if 100 <= status < 200:  # an interim answer (100 Continue): the real one follows
+def _why(error: Exception) -> str:
+    """What was wrong: ours when one of our callbacks refused it, else llhttp's reason."""
+    cause = error.__context__ if isinstance(error, httptools.HttpParserCallbackError) else None
+    return str(cause or error)
+
+
+@dataclass(frozen=True, slots=True)
+class Tunnel:
+    """An HTTP proxy that HTTPS connections are tunnelled through (CONNECT), as Go does."""
+
+    host: str
+    port: int
+    authorization: str | None = None  # Proxy-Authorization
+
+
+class _TunnelHandshake(asyncio.Protocol):
+    """Reads the proxy's answer to CONNECT: its head, and nothing after it."""
+
+    def __init__(self) -> None:
+        self.head: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        self._buf = bytearray()
+
+    def data_received(self, data: bytes) -> None:
+        self._buf += data
+        end = self._buf.find(b"\r\n\r\n")
+        if self.head.done():
             return
-        self._status, self._headers = status, headers
-        connection = headers.get("connection", "").lower()
-        if "close" in connection or (version == "HTTP/1.0" and "keep-alive" not in connection):
-            self.reusable = False
-        if self._no_body or status in (204, 304):
-            self._finish(b"")
-        elif "transfer-encoding" in headers:
-            # We ask for no compression, so chunked is the only coding that may come.
-            if headers["transfer-encoding"].strip().lower() != "chunked":
-                raise ValueError(f"unsupported Transfer-Encoding {headers['transfer-encoding']}")
-            self._state, self._chunks, self._trailer_bytes = "chunk-size", [], 0
-        elif "content-length" in headers:
-            length = int(headers["content-length"])
-            if length < 0:
-                raise ValueError("negative Content-Length")
-            self._state, self._remaining = "length", length
-        else:
-            self._state, self.reusable = "until-close", False
+        if end >= 0:
+            if len(self._buf) > end + 4:  # the server speaks before our TLS hello: not a tunnel
+                self.head.set_exception(ValueError("bytes after the proxy's CONNECT answer"))
+            else:
+                self.head.set_result(bytes(self._buf[:end]))
+        elif len(self._buf) > MAX_HEAD:
+            self.head.set_exception(ValueError("proxy's CONNECT answer too large"))
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.head.done():
+            self.head.set_exception(ConnectionResetError("proxy closed the connection"))
 
 
 class ConnectionPool:
@@ -247,8 +276,11 @@ class ConnectionPool:
         server_hostname: str | None = None,
         limit: int,
         idle_seconds: float = IDLE_SECONDS,
+        tunnel: Tunnel | None = None,
     ) -> None:
         self.host, self.port = host, port
+        self.tunnel = tunnel if ssl_context is not None else None  # https only
+        self.tunnels = 0  # CONNECTs made (tests read it)
         self.ssl_context = ssl_context
         self.server_hostname = server_hostname or host  # the name the certificate must carry
         self.idle_seconds = idle_seconds
@@ -321,6 +353,8 @@ class ConnectionPool:
         return None, False
 
     async def _connect(self) -> _Connection:
+        if self.tunnel is not None:
+            return await self._connect_through(self.tunnel)
         try:
             _, conn = await asyncio.get_running_loop().create_connection(
                 _Connection,
@@ -333,6 +367,53 @@ class ConnectionPool:
             raise aiohttp.ClientOSError(
                 e.errno, f"cannot connect to {self.host}:{self.port}: {e.strerror or e}"
             ) from e
+        self.opened += 1
+        return conn
+
+    async def _connect_through(self, tunnel: Tunnel) -> _Connection:
+        """CONNECT host:port through the proxy, then TLS with the server inside it."""
+        assert self.ssl_context is not None
+        loop = asyncio.get_running_loop()
+        where = f"{self.host}:{self.port} through proxy {tunnel.host}:{tunnel.port}"
+        try:
+            transport, handshake = await loop.create_connection(
+                _TunnelHandshake, tunnel.host, tunnel.port
+            )
+        except OSError as e:
+            raise aiohttp.ClientOSError(e.errno, f"cannot connect to {where}: {e}") from e
+        try:
+            authority = (
+                f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+            )
+            auth = (
+                f"Proxy-Authorization: {tunnel.authorization}\r\n" if tunnel.authorization else ""
+            )
+            transport.write(
+                f"CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n{auth}\r\n".encode("latin-1")
+            )
+            try:
+                head = await handshake.head
+            except (OSError, ValueError) as e:
+                raise aiohttp.ClientOSError(None, f"cannot connect to {where}: {e}") from e
+            status_line = head.split(b"\r\n", 1)[0].decode("latin-1")
+            version, _, rest = status_line.partition(" ")
+            if not version.startswith("HTTP/1.") or not rest.startswith("200"):
+                raise aiohttp.ClientOSError(
+                    None, f"cannot connect to {where}: the proxy answered {status_line[:100]!r}"
+                )
+            conn = _Connection()
+            try:
+                tls = await loop.start_tls(
+                    transport, conn, self.ssl_context, server_hostname=self.server_hostname
+                )
+            except OSError as e:
+                raise aiohttp.ClientOSError(e.errno, f"cannot connect to {where}: {e}") from e
+            assert tls is not None
+            conn.connection_made(tls)
+        except BaseException:
+            transport.abort()
+            raise
+        self.tunnels += 1
         self.opened += 1
         return conn
 

@@ -1,14 +1,16 @@
 """A dynamic Kubernetes client: JSON objects over our own HTTP/1.1 connections.
 
 kubernetes-asyncio loads in-cluster or kubeconfig credentials (token files that rotate,
-exec plugins, client certificates); we ask its Configuration for the Authorization
-header on every request, so refreshes keep working, but send the requests ourselves:
-its session trusts the environment, which costs two thread hops per request (proxy
-lookup and ~/.netrc). Short requests go over keep-alive connections of our own
-(controller.http1); watches, and everything when a proxy may be involved (kubeconfig
-`proxy-url` or LLMKUBE_TRUST_ENV=true), over an aiohttp session. Every resource goes
-through the same few verbs over plain REST paths, and watches are read as raw
-line-delimited streams.
+client certificates); we ask its Configuration for the Authorization header on every
+request, so that rotated token files are read again. A kubeconfig exec plugin is ours
+to run (controller.credentials): its token is refreshed at expiry and after a 401. We
+send the requests ourselves: kubernetes-asyncio's session trusts the environment, which
+costs two thread hops per request (proxy lookup and ~/.netrc); the proxy is decided
+once instead (controller.proxy, client-go's rules). Short requests go over keep-alive
+connections of our own (controller.http1), directly or through an http:// proxy;
+watches, and everything through an https:// proxy, over an aiohttp session. Every
+resource goes through the same few verbs over plain REST paths, and watches are read as
+raw line-delimited streams.
 
 Errors come back as a small taxonomy of ApiError subclasses (NotFound, Conflict, Gone,
 TooManyRequests, ServerError); a connection that fails raises aiohttp's ClientError
@@ -25,10 +27,13 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import ssl
+import tempfile
 import time
 import urllib.parse
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import aiohttp
@@ -39,7 +44,9 @@ from kubernetes_asyncio import config as k8s_config
 from metrics.rest_client import RestClientMetrics
 
 from . import jsondepth
-from .http1 import ConnectionPool, Reply
+from .credentials import Credential, ExecPlugin, ExecPluginError
+from .http1 import ConnectionPool, Reply, Tunnel
+from .proxy import for_server as proxy_for_server
 from .resources import ResourceType
 
 Obj = dict[str, Any]
@@ -156,7 +163,14 @@ _error_from = error_from  # the old private name
 
 # What a request can end with that trying again later may fix: the server's answers
 # (ApiError) and the network's failures, as either transport raises them.
-TRANSIENT: tuple[type[BaseException], ...] = (ApiError, aiohttp.ClientError, OSError, TimeoutError)
+# An exec plugin that fails (its identity provider unreachable) is weather too.
+TRANSIENT: tuple[type[BaseException], ...] = (
+    ApiError,
+    aiohttp.ClientError,
+    OSError,
+    TimeoutError,
+    ExecPluginError,
+)
 
 
 class Throttle:
@@ -196,6 +210,13 @@ def _ssl_context(configuration: k8s_client.Configuration) -> ssl.SSLContext:
     return context
 
 
+def _write_pair(directory: str, cert_pem: bytes, key_pem: bytes) -> tuple[str, str]:
+    cert, key = Path(directory, "client.crt"), Path(directory, "client.key")
+    cert.write_bytes(cert_pem)
+    key.write_bytes(key_pem)
+    return str(cert), str(key)
+
+
 def _raise_for_status(reply: Reply) -> None:
     """An error answer as its typed ApiError, with the server's Retry-After."""
     if reply.status >= 400:
@@ -222,7 +243,7 @@ class KubeClient:
         timeout: float = DEFAULT_TIMEOUT,
         *,
         pool_size: int = DEFAULT_POOL,
-        trust_env: bool | None = None,
+        proxy_env: bool = True,
         user_agent: str = "llmkube-controller",
     ) -> None:
         self.configuration = configuration
@@ -241,17 +262,34 @@ class KubeClient:
         self._base_headers: dict[str, dict[str, str]] = {}
         self._head_lines: dict[str, str] = {}
         self.throttle = Throttle()
-        proxy = getattr(configuration, "proxy", None)
-        if trust_env is None:
-            trust_env = os.environ.get("LLMKUBE_TRUST_ENV", "false").lower() == "true"
-        self.proxy: str | None = proxy or None
         self.pool_size = pool_size
-        self.trust_env = trust_env
+        # The proxy is decided here, once (client-go's rules, controller.proxy): never
+        # per request in a thread, as aiohttp's trust_env did. proxy_env=False: the
+        # environment is not consulted (the kubeconfig's proxy-url still is).
+        self.proxy = proxy_for_server(
+            self.host, getattr(configuration, "proxy", None), os.environ if proxy_env else None
+        )
         self._session: aiohttp.ClientSession | None = None
-        # Short requests go over our own keep-alive connections (controller.http1)
-        # unless a proxy may be involved: proxies are aiohttp's to speak to.
-        self.lean = self._url.scheme in ("http", "https") and not proxy and not trust_env
+        # Short requests go over our own keep-alive connections (controller.http1),
+        # directly or through an http:// proxy (CONNECT for https, absolute-form for
+        # http, as Go does); an https:// proxy is aiohttp's to speak to.
+        self.lean = self._url.scheme in ("http", "https") and (
+            self.proxy is None or self.proxy.scheme == "http"
+        )
+        self._absolute = self.proxy is not None and self._url.scheme == "http"
+        if self._absolute:  # requests name the server: the proxy is the peer
+            self._prefix = f"http://{self._url.netloc.rpartition('@')[2]}{self._prefix}"
         self._pool: ConnectionPool | None = None
+        self._proxy_headers = (
+            {"Proxy-Authorization": self.proxy.authorization}
+            if self.proxy is not None and self.proxy.authorization
+            else None
+        )
+        # A kubeconfig exec plugin (connect() finds it): its token replaces the
+        # Configuration's, is refreshed at expiry, and once more after a 401.
+        self.exec_plugin: ExecPlugin | None = None
+        self._client_cert: bytes | None = None  # the plugin's certificate in use
+        self._cert_dir: str | None = None  # where it is written for the TLS contexts
         # rest_client_* metrics; a Manager binds them to its registry (record_metrics_in).
         self.rest_metrics = RestClientMetrics(None).recorder(self.api_host)
 
@@ -268,14 +306,15 @@ class KubeClient:
 
     @property
     def session(self) -> aiohttp.ClientSession:
-        """aiohttp, for watches and for every request when a proxy may be in the way."""
+        """aiohttp, for watches, and for every request through an https:// proxy."""
         # Made lazily, inside the running loop that will use it.
         if self._session is None or self._session.closed:
             connector = aiohttp.TCPConnector(
                 limit=self.pool_size, ssl=self._ssl() or False, keepalive_timeout=30
             )
+            # trust_env=False: no proxy lookup and ~/.netrc read in a thread per request.
             self._session = aiohttp.ClientSession(
-                connector=connector, trust_env=self.trust_env, json_serialize=json.dumps
+                connector=connector, trust_env=False, json_serialize=json.dumps
             )
         return self._session
 
@@ -283,12 +322,20 @@ class KubeClient:
     def pool(self) -> ConnectionPool:
         if self._pool is None:
             default_port = 443 if self._url.scheme == "https" else 80
+            host, port = self._url.hostname or "localhost", self._url.port or default_port
+            tunnel = None
+            if self.proxy is not None and self._absolute:
+                host, port = self.proxy.host, self.proxy.port
+            elif self.proxy is not None:
+                tunnel = Tunnel(self.proxy.host, self.proxy.port, self.proxy.authorization)
             self._pool = ConnectionPool(
-                self._url.hostname or "localhost",
-                self._url.port or default_port,
+                host,
+                port,
                 ssl_context=self._ssl(),
-                server_hostname=getattr(self.configuration, "tls_server_name", None),
+                server_hostname=getattr(self.configuration, "tls_server_name", None)
+                or self._url.hostname,
                 limit=self.pool_size,
+                tunnel=tunnel,
             )
         return self._pool
 
@@ -301,11 +348,12 @@ class KubeClient:
         token: str | None = None,
         timeout: float = DEFAULT_TIMEOUT,
         pool_size: int = DEFAULT_POOL,
-        trust_env: bool | None = None,
+        proxy_env: bool = True,
         user_agent: str = "llmkube-controller",
     ) -> KubeClient:
         """An explicit server URL (tests, the demo), else in-cluster config, else kubeconfig."""
         configuration = k8s_client.Configuration()
+        exec_plugin = None
         if server:
             configuration.host = server.rstrip("/")
             if token:
@@ -314,16 +362,19 @@ class KubeClient:
             try:
                 k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
             except k8s_config.ConfigException:
-                await k8s_config.load_kube_config(
+                loader = await k8s_config.load_kube_config(
                     config_file=kubeconfig, client_configuration=configuration
                 )
-        return cls(
+                exec_plugin = ExecPlugin.from_kubeconfig(loader)
+        client = cls(
             configuration,
             timeout=timeout,
             pool_size=pool_size,
-            trust_env=trust_env,
+            proxy_env=proxy_env,
             user_agent=user_agent,
         )
+        client.exec_plugin = exec_plugin
+        return client
 
     async def close(self) -> None:
         if self._pool is not None:
@@ -331,10 +382,37 @@ class KubeClient:
             self._pool = None
         if self._session is not None:
             await self._session.close()
+        if self._cert_dir is not None:
+            shutil.rmtree(self._cert_dir, ignore_errors=True)
+            self._cert_dir = None
+
+    async def _use_client_cert(self, credential: Credential) -> None:
+        """A client certificate from the exec plugin, first or renewed: new connections
+        present it. Kept connections and the aiohttp session (its watches end, and
+        restart) are let go, as client-go closes its connections when it rotates one."""
+        assert credential.cert_pem is not None and credential.key_pem is not None
+        self._client_cert = credential.cert_pem  # before any await: one swap per change
+        if self._cert_dir is None:
+            self._cert_dir = tempfile.mkdtemp(prefix="llmkube-exec-")  # mode 0700
+        # ssl loads a certificate from files only; a few KB, written once per rotation.
+        cert, key = _write_pair(self._cert_dir, credential.cert_pem, credential.key_pem)
+        self.configuration.cert_file, self.configuration.key_file = cert, key
+        if self._pool is not None:
+            self._pool.close()  # requests in flight finish; their connections are retired
+            self._pool = None
+        session, self._session = self._session, None
+        if session is not None:
+            await session.close()
 
     async def _auth(self) -> dict[str, str]:
         """The Authorization header (or other API-key headers), asked for every request."""
-        # auth_settings() runs the Configuration's refresh hook: rotated tokens, exec plugins.
+        if self.exec_plugin is not None:
+            credential = await self.exec_plugin.get()
+            if credential.cert_pem is not None and credential.cert_pem != self._client_cert:
+                await self._use_client_cert(credential)
+            return {"authorization": f"Bearer {credential.token}"} if credential.token else {}
+        # auth_settings() runs the Configuration's refresh hook: in-cluster token files
+        # are read again as the kubelet rotates them.
         auth = await self.configuration.auth_settings()
         headers: dict[str, str] = {}
         for setting in auth.values():
@@ -361,6 +439,9 @@ class KubeClient:
                 f"User-Agent: {self.user_agent}\r\n"
                 f"Accept: application/json\r\nContent-Type: {content_type}\r\n"
             )
+            if self._absolute and self.proxy is not None and self.proxy.authorization:
+                lines += f"Proxy-Authorization: {self.proxy.authorization}\r\n"
+                self._head_lines[content_type] = lines
         parts = [f"{method} {target} HTTP/1.1\r\n", lines]
         for name, value in (await self._auth()).items():
             if "\r" in value or "\n" in value or "\r" in name or "\n" in name:
@@ -392,15 +473,28 @@ class KubeClient:
         answer: Callable[[_R], tuple[int, str | None]],
         discard: Callable[[_R], None],
     ) -> _R:
-        """send() after any Retry-After wait on its path; sent again when told to wait."""
+        """send() after any Retry-After wait on its path; sent again when told to wait.
+
+        A 401 with an exec plugin's credential runs the plugin again (unless a
+        concurrent request already did) and sends once more, as client-go does.
+        """
         attempt = 0
+        reauthenticated = False
         while True:
             await self.throttle.wait(path)
+            # What send() will carry (got now: an expired one is replaced first, and
+            # before the fence is asked, as a plugin run may take seconds).
+            sent_with = None if self.exec_plugin is None else await self.exec_plugin.get()
             self._check_fence(method, path)
             response = await self.rest_metrics.attempt(
                 method, send, lambda r: answer(r)[0], unsent=Fenced
             )
             status, header = answer(response)
+            if status == 401 and self.exec_plugin is not None and not reauthenticated:
+                reauthenticated = True
+                discard(response)
+                await self.exec_plugin.refresh(sent_with)
+                continue
             retry_after = parse_retry_after(header)
             if retry_after is not None and (status == 429 or status >= 500):
                 self.throttle.hold(path, retry_after)
@@ -460,14 +554,16 @@ class KubeClient:
         target: str | yarl.URL = (
             yarl.URL(url, encoded=True) if self._plain_host and _PLAIN_PATH.fullmatch(path) else url
         )
+        headers = await self._headers(content_type)  # first: it may replace the session
         return await self.session.request(
             method,
             target,
             params=query,
             data=data,
-            headers=await self._headers(content_type),
+            headers=headers,
             timeout=self._timeout(timeout),
-            proxy=self.proxy,
+            proxy=self.proxy.url if self.proxy is not None else None,
+            proxy_headers=self._proxy_headers,
             server_hostname=getattr(self.configuration, "tls_server_name", None),
         )
 

@@ -401,3 +401,67 @@ async def test_a_write_that_waited_for_a_connection_is_fenced_when_leadership_en
     finally:
         await client.close()
     assert "PATCH /api/v1/namespaces/default/secrets/s" not in await apiserver.requests()
+
+
+# -- what a loose parser let through (issue 22): llhttp refuses it ------------------
+
+
+@pytest.mark.parametrize(
+    "answer_bytes",
+    [
+        # Python's int(x, 16) took all three as chunk sizes; HTTP allows hex digits only.
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0x1a\r\n"
+        + b"a" * 26
+        + b"\r\n0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1_0\r\n"
+        + b"a" * 16
+        + b"\r\n0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n+5\r\naaaaa\r\n0\r\n\r\n",
+        # Two lengths: which one frames the body is anyone's guess (request smuggling).
+        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 4\r\n\r\nabcd",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\nContent-Length: 4\r\n\r\nabcd",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Type: a/b\r\nContent-Type: c/d\r\nContent-Length: 0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: +4\r\n\r\nabcd",
+        b"HTTP/2.0 200 OK\r\nContent-Length: 0\r\n\r\n",
+    ],
+    ids=[
+        "0x1a",
+        "1_0",
+        "+5",
+        "two-lengths",
+        "same-length-twice",
+        "length-and-chunked",
+        "two-content-types",
+        "+length",
+        "http2",
+    ],
+)
+async def test_loose_framing_is_refused(answer_bytes: bytes) -> None:
+    async def answer(n: int, _: bytes, w: asyncio.StreamWriter) -> bool:
+        w.write(answer_bytes if n == 1 else ok(b"fine"))
+        return True
+
+    async with scripted(answer) as (_, pool):
+        with pytest.raises(aiohttp.ClientPayloadError, match="malformed"):
+            await pool.request("GET", head(), None, 5)
+        assert (await pool.request("GET", head(), None, 5)).body == b"fine"
+    assert pool.opened == 2
+
+
+async def test_repeated_list_headers_are_kept_and_trailers_ignored() -> None:
+    async def answer(n: int, _: bytes, w: asyncio.StreamWriter) -> bool:
+        w.write(
+            b'HTTP/1.1 200 OK\r\nWarning: 299 - "first"\r\nSet-Cookie: a=1\r\n'
+            b'Warning: 299 - "second"\r\nSet-Cookie: b=2\r\nTransfer-Encoding: chunked\r\n\r\n'
+            b"2\r\nok\r\n0\r\nWarning: trailer\r\nContent-Type: x/y\r\n\r\n"
+        )
+        return True
+
+    async with scripted(answer) as (_, pool):
+        reply = await pool.request("GET", head(), None, 5)
+        assert reply.headers["warning"] == '299 - "first", 299 - "second"'
+        assert reply.headers["set-cookie"] == "a=1, b=2"
+        assert "content-type" not in reply.headers and reply.body == b"ok"
+        await pool.request("GET", head(), None, 5)  # the connection stays in step
+    assert pool.opened == 1

@@ -336,22 +336,22 @@ async def test_healthz_names_a_failed_informer(client: KubeClient) -> None:
     assert health.unsynced([informer]) == ["pods"]
 
 
-async def test_the_environment_proxy_is_not_used_unless_asked(
+async def test_the_environment_proxy_is_decided_once(
     apiserver: ApiServerProcess, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """No per-request proxy/netrc lookups: HTTP_PROXY pointing nowhere changes nothing."""
+    """HTTP_PROXY pointing nowhere: a loopback server is never proxied (as in Go), and the
+    aiohttp session never looks the environment up itself (a thread per request).
+    tests/test_proxy.py covers going through a proxy."""
     monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")
-    monkeypatch.setenv("http_proxy", "http://127.0.0.1:9")
     monkeypatch.setenv("NO_PROXY", "")
     plain = await KubeClient.connect(apiserver.url)
     try:
+        assert plain.proxy is None
         assert await plain.get(POD, "default", "none") is None
         assert plain.session.trust_env is False
     finally:
         await plain.close()
-    proxied = await KubeClient.connect(apiserver.url, trust_env=True)
-    try:
-        with pytest.raises(Exception):  # noqa: B017 - the bogus proxy refuses
-            await proxied.get(POD, "default", "none")
-    finally:
-        await proxied.close()
+    named = await KubeClient.connect("http://kube.test:8080")
+    assert named.proxy is not None and named.proxy.url == "http://127.0.0.1:9"
+    ignoring = await KubeClient.connect("http://kube.test:8080", proxy_env=False)
+    assert ignoring.proxy is None

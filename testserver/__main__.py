@@ -32,12 +32,15 @@ async def serve(
     simulate: dict[str, int] | None,
     enforce_schemas: bool = True,
     tls: tuple[str, str] | None = None,
+    require_token: bool = False,
+    client_ca: str | None = None,
 ) -> None:
     app = make_app(
         bookmark_interval=bookmark_interval,
         history=history,
         simulate=simulate,
         enforce_schemas=enforce_schemas,
+        require_token=require_token,
     )
     runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=0.5)
     await runner.setup()
@@ -45,6 +48,9 @@ async def serve(
     if tls is not None:  # serve HTTPS, as kube-apiserver does, with the given key pair
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         context.load_cert_chain(*tls)
+        if client_ca:  # as kube-apiserver: verify a client certificate if one is given
+            context.load_verify_locations(client_ca)
+            context.verify_mode = ssl.CERT_OPTIONAL
     site = web.TCPSite(runner, host, port, ssl_context=context)
     await site.start()
     bound = runner.addresses[0][1]
@@ -87,6 +93,17 @@ def main() -> None:
     # kube-apiserver's names for its serving certificate and key
     parser.add_argument("--tls-cert-file", help="serve HTTPS with this certificate (PEM)")
     parser.add_argument("--tls-private-key-file", help="the certificate's key (PEM)")
+    parser.add_argument(
+        "--require-token",
+        action="store_true",
+        help="answer 401 Unauthorized unless the request carries a live bearer token "
+        "minted by POST /_testserver/tokens {ttl: seconds}",
+    )
+    parser.add_argument(
+        "--client-ca-file",
+        help="with TLS: accept client certificates signed by this CA (PEM); with "
+        "--require-token they authenticate requests",
+    )
     args = parser.parse_args()
     if bool(args.tls_cert_file) != bool(args.tls_private_key_file):
         parser.error("--tls-cert-file and --tls-private-key-file go together")
@@ -99,6 +116,8 @@ def main() -> None:
             args.simulate_cluster,
             enforce_schemas=not args.no_schema_validation,
             tls=(args.tls_cert_file, args.tls_private_key_file) if args.tls_cert_file else None,
+            require_token=args.require_token,
+            client_ca=args.client_ca_file,
         )
     )
 

@@ -37,6 +37,7 @@ from .selectors import field_matcher, label_matcher
 from .simulator import ClusterSimulator
 from .storage import Obj, Storage, StorageError, clone
 from .tables import to_table, wants_table
+from .tokens import TokenBook
 from .watch import watch
 
 _SNAPSHOTS = 64  # paged lists whose continue tokens still read their snapshot
@@ -89,6 +90,7 @@ class ApiServer:
         self.enforce_schemas = enforce_schemas
         self.bookmark_interval = bookmark_interval
         self.faults = FaultBook()
+        self.tokens = TokenBook()
         self.registry = Registry()
         self.admission = Admission(storage)
         self.snapshots: OrderedDict[str, tuple[int, list[Obj]]] = OrderedDict()
@@ -593,6 +595,17 @@ class ApiServer:
         if action == "schema-validation" and request.method in ("PUT", "POST"):
             self.enforce_schemas = bool((await request.json()).get("enforce", True))
             return web.json_response({"enforce": self.enforce_schemas})
+        if action == "tokens" and request.method == "POST":
+            body = await request.json() if request.can_read_body else {}
+            ttl = body.get("ttl", 3600) if isinstance(body, dict) else None
+            if not isinstance(ttl, int | float) or ttl <= 0:
+                return error_response(400, "BadRequest", "ttl: a positive number of seconds")
+            return web.json_response(self.tokens.mint(float(ttl)))
+        if action == "tokens" and request.method == "GET":
+            return web.json_response(self.tokens.stats())
+        if action == "tokens" and request.method == "DELETE":
+            self.tokens.revoke_all()
+            return web.json_response(self.tokens.stats())
         if action == "compact":
             self.storage.compact()
             return web.json_response({"compactedResourceVersion": self.storage.compacted_rv})
@@ -610,15 +623,21 @@ def make_app(
     history: int = 10_000,
     simulate: dict[str, int] | None = None,
     enforce_schemas: bool = True,
+    require_token: bool = False,
 ) -> web.Application:
-    """simulate: {"dra": N, "plugin": M} runs a simulated cluster with those GPUs."""
+    """simulate: {"dra": N, "plugin": M} runs a simulated cluster with those GPUs.
+
+    require_token: every request but the /_testserver/ controls needs a bearer token
+    minted by POST /_testserver/tokens, unexpired (testserver/tokens.py).
+    """
     storage = Storage(history=history)
     server = ApiServer(storage, bookmark_interval, enforce_schemas)
     if simulate is not None:
         ClusterSimulator(
             storage, dra_gpus=simulate.get("dra", 0), plugin_gpus=simulate.get("plugin", 0)
         )
-    app = web.Application(client_max_size=64 * 1024**2)
+    middlewares = [server.tokens.middleware()] if require_token else []
+    app = web.Application(client_max_size=64 * 1024**2, middlewares=middlewares)
     app[SERVER] = server
 
     async def version(_: web.Request) -> web.Response:
