@@ -132,6 +132,12 @@ def tensor_split(layer_split: tuple[str, ...], count: int) -> str | None:
     return ",".join(["1"] * count) if count <= MAX_TENSOR_SPLIT_PARTS else None
 
 
+def hub_revision(model: ModelSpec) -> str | None:
+    """hf://org/repo@rev: the revision the runtime downloads."""
+    source = model.location
+    return source.revision if source.kind == "hub" else None
+
+
 def model_flag(runtime: str, model_arg: str) -> str:
     """How the runtime is told what to load: llama.cpp takes a hub repo with -hf."""
     if runtime == "vllm":
@@ -164,6 +170,8 @@ def runtime_command(
     # llama.cpp's --model and -hf both say what to load: a user's either one wins.
     if not any(name in a.user for name in MODEL_OPTIONS[runtime]):
         a.add(model_flag(runtime, model_arg), model_arg)
+        if runtime != "llamacpp":  # llama.cpp's -hf has no revision (refused in api)
+            a.add("--revision", hub_revision(model))
     build = {"vllm": _vllm, "sglang": _sglang, "tgi": _tgi, "llamacpp": _llamacpp}[runtime]
     command, env = build(a, service, model, served_name, count, gpu, member)
     return RuntimeCommand(

@@ -321,7 +321,7 @@ def test_every_argv_parses_at_the_pinned_versions(capsys: pytest.CaptureFixture[
         except InvalidSpec as e:  # the generator builds only valid objects
             failures.append(f"{service_spec}: {e.errors}")
             continue
-        if runtime_problems(service, model, model_location(model)[0]):
+        if runtime_problems(service, model, model_location(model).arg):
             refused[runtime] += 1
             continue
         checked[runtime] += 1
