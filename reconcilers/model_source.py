@@ -10,8 +10,8 @@ runtime's flag or positional spelling is decided in runtimes.py):
   a caller skipped the reconcile-time check: no unchecked hostPath is ever built);
 - one file to download (http(s), hf://org/repo/file, s3://): the loader's path in /models.
 
-The /models emptyDir the loader writes to is left out when the model itself lies at or
-under /models, so that it never hides the source.
+The /models emptyDir is there only for the loader to write to: without a loader it is
+left out, so that it never hides a source at or under /models (or one in the image).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any
 from api import ModelSpec
 from api.source import host_path_error
 
-from .loader import MODEL_DIR, loader_for
+from .loader import loader_for
 
 Obj = dict[str, Any]
 PVC_MOUNT = "/model-source"  # LLMKube's mount point of a pvc:// source
@@ -39,11 +39,12 @@ class Placement:
     loader: Obj | None = None  # the init container that downloads the file
     volumes: list[Obj] = field(default_factory=list)
     mounts: list[Obj] = field(default_factory=list)  # the runtime container's mounts
-    models_dir: bool = True  # whether the /models emptyDir is mounted
 
-
-def _overlaps(path: str, other: str) -> bool:
-    return path == other or path.startswith(other + "/") or other.startswith(path + "/")
+    @property
+    def models_dir(self) -> bool:
+        """Whether the /models emptyDir is mounted: only for the loader to write to. An
+        empty /models would hide a source at or under it, or one baked into the image."""
+        return self.loader is not None
 
 
 def host_path_type(model: ModelSpec, runtime: str, path: str) -> str:
@@ -76,11 +77,6 @@ def model_placement(model: ModelSpec, runtime: str, roots: tuple[str, ...] = ())
             "hostPath": {"path": source.path, "type": host_path_type(model, runtime, source.path)},
         }
         mount = {"name": "host-model", "mountPath": source.path, "readOnly": True}
-        return Placement(
-            source.path,
-            volumes=[volume],
-            mounts=[mount],
-            models_dir=not _overlaps(source.path, MODEL_DIR),
-        )
+        return Placement(source.path, volumes=[volume], mounts=[mount])
     path, loader = loader_for(source, model.source_secret)
     return Placement(path, loader=loader)
