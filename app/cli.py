@@ -255,9 +255,7 @@ def manager_for(client: KubeClient, args: argparse.Namespace) -> Manager:
     for m in args.kueue_device_class_mappings:
         mappings.update(m)
     roots: tuple[str, ...] = args.allowed_host_path_roots
-    manager = Manager(
-        client, config, reconcilers=reconcilers(KueueSettings(mappings), roots)
-    )
+    manager = Manager(client, config, reconcilers=reconcilers(KueueSettings(mappings), roots))
     bind_domain_metrics(manager)
     if args.webhook_port:
         cache = manager.cache

@@ -395,9 +395,9 @@ def model_argument_errors(runtime: str, pod: Obj, parsed: Parsed) -> list[str]:
     container = pod["containers"][0]
     key, value = _model_value(runtime, parsed)
     errors = []
-    if "://" in value:
+    if "://" in value:  # SGLang: "Invalid connector type"; the others: not a repo id
         errors.append(f"model argument {value!r} is a URL the runtime cannot load")
-    elif value.startswith("/"):
+    if value.startswith("/"):
         volume = _mounted(pod, container, value)
         volumes = {v["name"]: v for v in pod.get("volumes") or []}
         if volume is None or volume not in volumes:
@@ -543,4 +543,25 @@ def test_the_checker_catches_what_a_parser_rejects(
 ) -> None:
     groups = {rt: {name: f.spellings for name, f in FLAGS[rt].items()} for rt in FLAGS}
     errors = checkers(groups)[runtime].parse(argv).errors
+    assert any(error in e for e in errors), errors
+
+
+@pytest.mark.parametrize(
+    ("runtime", "argv", "error"),
+    [  # issue 20 item 1: the sources passed verbatim, as each runtime rejected them
+        ("llamacpp", ["-hf", "file:///mnt/m.gguf"], "invalid HF repo format"),
+        ("llamacpp", ["-hf", "org/repo/file.gguf"], "invalid HF repo format"),
+        ("vllm", ["--model", "pvc://claim/m"], "a URL the runtime cannot load"),
+        ("sglang", ["--model-path", "s3://bucket/m"], "a URL the runtime cannot load"),
+        ("tgi", ["--model-id", "org/repo/extra"], "HFValidationError"),
+        ("vllm", ["--model", "/mnt/models/m"], "on no volume of the pod"),
+    ],
+)
+def test_the_model_validators_catch_what_a_runtime_rejects(
+    runtime: str, argv: list[str], error: str
+) -> None:
+    groups = {rt: {name: f.spellings for name, f in FLAGS[rt].items()} for rt in FLAGS}
+    parsed = checkers(groups)[runtime].parse(argv)
+    pod: Obj = {"containers": [{"args": argv}], "volumes": []}
+    errors = model_argument_errors(runtime, pod, parsed)
     assert any(error in e for e in errors), errors
