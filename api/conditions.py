@@ -19,6 +19,9 @@ EXTENDED_RESOURCE_VIA_DRA = "ExtendedResourceViaDRA"
 NO_ACCELERATOR_REQUIRED = "NoAcceleratorRequired"
 ACCELERATOR_NOT_READY = "AcceleratorNotReady"
 MODEL_READY = "Ready"
+# A file:// or absolute-path source outside --allowed-host-path-roots (LLMKube's reason);
+# Model Ready and InferenceService ModelResolved.
+SOURCE_NOT_ALLOWED = "SourceNotAllowed"
 
 # InferenceService
 MODEL_RESOLVED = "ModelResolved"

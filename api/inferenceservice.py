@@ -28,6 +28,7 @@ from .schema import (
     StrMap,
     validate,
 )
+from .source import runtime_source_errors
 
 RUNTIMES = ("llamacpp", "llamacpp-router", "personaplex", "vllm", "tgi", "sglang", "generic")
 SERVED_RUNTIMES = ("vllm", "sglang", "tgi", "llamacpp")
@@ -721,5 +722,9 @@ def rule_errors(service: InferenceServiceSpec, model: ModelSpec) -> list[str]:
             f"spec.multiNode: cannot be combined with resourceClaims (Model "
             f"{service.model_ref!r}): member pods pinned with nodeName bypass the scheduler "
             "that allocates DRA claims; run DRA models single-node"
+        )
+    if service.served:  # a runtime we do not serve is refused on its own
+        errors += runtime_source_errors(
+            service.runtime, model.location, model.format, service.model_ref
         )
     return errors

@@ -8,6 +8,7 @@ from typing import Any
 from .common import CONDITIONS, LOCAL_REF, RESOURCE_CLAIMS, TOLERATIONS
 from .errors import InvalidSpec
 from .schema import Array, Bool, Free, Int, Num, Object, Quantity, Rule, Str, validate
+from .source import ModelSource, parse_source, source_errors
 
 ACCELERATORS = ("cpu", "metal", "cuda", "rocm", "intel", "vulkan")
 GPU_ACCELERATORS = ("cuda", "rocm", "intel", "vulkan")
@@ -171,6 +172,12 @@ class ModelSpec:
     gpu: GPUSpec = field(default_factory=GPUSpec)
     cpu: str | None = None
     memory: str | None = None
+    source_secret: str | None = None  # sourceSecretRef.name
+
+    @property
+    def location(self) -> ModelSource:
+        """The parsed source (parse_model has refused one that does not parse)."""
+        return parse_source(self.source)
 
     @property
     def uses_claims(self) -> bool:
@@ -216,10 +223,22 @@ def _layer_split_errors(data: dict[str, Any]) -> list[str]:
     return errors
 
 
+def _source_errors(data: dict[str, Any]) -> list[str]:
+    source = data["source"]
+    errors = source_errors(source)
+    if not errors and parse_source(source).kind == "s3" and not data.get("sourceSecretRef"):
+        errors.append(
+            "spec.sourceSecretRef: an s3:// source needs a Secret with AWS_ACCESS_KEY_ID and "
+            "AWS_SECRET_ACCESS_KEY (optional AWS_REGION, AWS_ENDPOINT_URL, AWS_SESSION_TOKEN): "
+            "the loader signs its request with them"
+        )
+    return errors
+
+
 def parse_model(spec: Any) -> ModelSpec:
     """The typed Model spec, or InvalidSpec listing every problem with its field path."""
     data, errors = validate(SPEC, spec, "spec")
-    errors = errors or _layer_split_errors(data)
+    errors = errors or _layer_split_errors(data) + _source_errors(data)
     if errors:
         raise InvalidSpec(errors)
     hardware = data.get("hardware") or {}
@@ -247,4 +266,5 @@ def parse_model(spec: Any) -> ModelSpec:
         ),
         cpu=resources.get("cpu"),
         memory=resources.get("memory"),
+        source_secret=(data.get("sourceSecretRef") or {}).get("name"),
     )

@@ -59,6 +59,15 @@ def kueue_mappings(value: str) -> dict[str, str]:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def host_path_roots(value: str) -> tuple[str, ...]:
+    """--allowed-host-path-roots: comma-separated absolute directories (LLMKube's flag)."""
+    roots = tuple(r.strip() for r in value.split(",") if r.strip())
+    for root in roots:
+        if not root.startswith("/") or ".." in root.split("/"):
+            raise argparse.ArgumentTypeError(f"{root!r} is not an absolute path without '..'")
+    return roots
+
+
 def bind_address(value: str) -> tuple[str, int] | None:
     """controller-runtime's bind address: ":8080", "127.0.0.1:8080", or "0" for off."""
     if value == "0":
@@ -180,6 +189,14 @@ def _add_run_flags(run: argparse.ArgumentParser) -> None:
         "KueueCompatible=False for other classes, and status.kueue shows the charge",
     )
     run.add_argument(
+        "--allowed-host-path-roots",
+        type=host_path_roots,
+        default=host_path_roots(_env("ALLOWED_HOST_PATH_ROOTS", "")),
+        metavar="DIR[,DIR...]",
+        help="directories under which file:// and absolute-path Model sources are mounted "
+        "(hostPath, read-only); default none: such sources are refused (SourceNotAllowed)",
+    )
+    run.add_argument(
         "--webhook-port",
         type=int,
         default=int(_env("WEBHOOK_PORT", "0")),
@@ -237,7 +254,8 @@ def manager_for(client: KubeClient, args: argparse.Namespace) -> Manager:
     mappings: dict[str, str] = {}
     for m in args.kueue_device_class_mappings:
         mappings.update(m)
-    manager = Manager(client, config, reconcilers=reconcilers(KueueSettings(mappings)))
+    roots: tuple[str, ...] = args.allowed_host_path_roots
+    manager = Manager(client, config, reconcilers=reconcilers(KueueSettings(mappings), roots))
     bind_domain_metrics(manager)
     if args.webhook_port:
         cache = manager.cache
@@ -246,6 +264,7 @@ def manager_for(client: KubeClient, args: argparse.Namespace) -> Manager:
                 args.webhook_cert_dir,
                 args.webhook_port,
                 lookup=lambda ns, name: cache.get(MODEL, ns, name),
+                roots=roots,
             )
         )
     # The probe server also answers /metrics; a different address gets a server of its own.

@@ -14,14 +14,19 @@ from reconcilers.kueue import KueueSettings
 from reconcilers.model import ModelReconciler
 
 
-def reconcilers(kueue: KueueSettings | None = None) -> list[ReconcilerFactory]:
+def reconcilers(
+    kueue: KueueSettings | None = None, allowed_host_path_roots: tuple[str, ...] = ()
+) -> list[ReconcilerFactory]:
     """Model, InferenceService and GPUQuota, sharing one Context (one Event recorder and
-    status writer) per manager. kueue: the deviceClassMappings Kueue is configured with."""
+    status writer) per manager. kueue: the deviceClassMappings Kueue is configured with;
+    allowed_host_path_roots: where host-path Model sources may come from."""
     shared: dict[int, Context] = {}
 
     def context(client: KubeClient, cache: Cache, recorder: EventRecorder) -> Context:
         if id(cache) not in shared:
-            shared[id(cache)] = Context.create(client, cache, recorder=recorder)
+            shared[id(cache)] = Context.create(
+                client, cache, recorder=recorder, allowed_host_path_roots=allowed_host_path_roots
+            )
         return shared[id(cache)]
 
     def model(client: KubeClient, cache: Cache, recorder: EventRecorder) -> Reconciler:

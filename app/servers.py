@@ -22,7 +22,11 @@ log = structlog.get_logger("app")
 
 
 def webhook_runnable(
-    cert_dir: str, port: int, host: str = "0.0.0.0", lookup: ModelLookup | None = None
+    cert_dir: str,
+    port: int,
+    host: str = "0.0.0.0",
+    lookup: ModelLookup | None = None,
+    roots: tuple[str, ...] = (),
 ) -> Runnable:
     """Serve until cancelled by the manager's stop(); a failure to start (no certificate)
     ends the runnable, which /healthz then reports. lookup finds Models for the rules that
@@ -30,7 +34,7 @@ def webhook_runnable(
 
     async def run() -> None:
         try:
-            server = await start_webhook(cert_dir, port, host, lookup=lookup)
+            server = await start_webhook(cert_dir, port, host, lookup=lookup, roots=roots)
         except Exception:
             log.exception("webhook server did not start", cert_dir=cert_dir, port=port)
             raise

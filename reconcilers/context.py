@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from controller.cache import Cache
 from controller.events import EventRecorder
@@ -17,10 +17,17 @@ class Context:
     cache: Cache
     recorder: EventRecorder
     status: StatusWriter
+    # --allowed-host-path-roots: where file:// and absolute-path Model sources may be
+    # mounted from; empty (the default) refuses them all.
+    allowed_host_path_roots: tuple[str, ...] = field(default=())
 
     @classmethod
     def create(
-        cls, client: KubeClient, cache: Cache, recorder: EventRecorder | None = None
+        cls,
+        client: KubeClient,
+        cache: Cache,
+        recorder: EventRecorder | None = None,
+        allowed_host_path_roots: tuple[str, ...] = (),
     ) -> Context:
         recorder = recorder or EventRecorder(client)
-        return cls(client, cache, recorder, StatusWriter(client, recorder))
+        return cls(client, cache, recorder, StatusWriter(client, recorder), allowed_host_path_roots)

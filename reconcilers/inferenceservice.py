@@ -28,6 +28,7 @@ from api import (
     rule_errors,
 )
 from api import conditions as c
+from api.source import host_path_error
 from controller.informer import Event
 from controller.reconcile import Request, Result, Watch
 from controller.resources import (
@@ -230,6 +231,12 @@ class InferenceServiceReconciler:
         if errors:
             await self._blocked(isvc, c.INVALID_SPEC, "; ".join(errors), phase="Failed")
             return Result()
+        refusal = host_path_error(model.location, self.ctx.allowed_host_path_roots)
+        if refusal:
+            await self._blocked(
+                isvc, c.SOURCE_NOT_ALLOWED, f"Model {service.model_ref!r} {refusal}", phase="Failed"
+            )
+            return Result()
         missing = missing_claims(self.ctx.cache, request.namespace, model)
         if missing and not self._has_workload(isvc):
             await self._blocked(
@@ -328,7 +335,7 @@ class InferenceServiceReconciler:
         # What the runtime's parser cannot see (parallelism vs the GPUs a pod gets, model
         # form, image): refused before any workload is written; a running one is left.
         # Built once: checked here, and the Deployment's pods run this same command.
-        model_arg = model_location(model)[0]
+        model_arg = model_location(model, service.runtime, self.ctx.allowed_host_path_roots).arg
         command = runtime_command(service, model, model_arg, service.model_ref, claimed)
         problems = runtime_problems(service, model, model_arg, claimed, command)
         if service.multi_node is not None and extended_class and not model.uses_claims:
@@ -472,7 +479,14 @@ class InferenceServiceReconciler:
         command: RuntimeCommand,
     ) -> tuple[int, int, str]:
         desired = build_deployment(
-            isvc, service, model, service.model_ref, replicas, claimed_devices=claimed, rt=command
+            isvc,
+            service,
+            model,
+            service.model_ref,
+            replicas,
+            claimed_devices=claimed,
+            rt=command,
+            roots=self.ctx.allowed_host_path_roots,
         )
         if claimed is not None:
             annotations = desired["metadata"].setdefault("annotations", {})
@@ -492,7 +506,14 @@ class InferenceServiceReconciler:
     ) -> tuple[int, int, str]:
         ns, _ = object_key(isvc)
         uid = isvc["metadata"]["uid"]
-        pods = build_member_pods(isvc, service, model, service.model_ref, min(admitted, 1))
+        pods = build_member_pods(
+            isvc,
+            service,
+            model,
+            service.model_ref,
+            min(admitted, 1),
+            roots=self.ctx.allowed_host_path_roots,
+        )
         wanted = {p["metadata"]["name"] for p in pods}
         ready = 0
         for pod in pods:

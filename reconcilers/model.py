@@ -16,6 +16,7 @@ from typing import Any
 
 from api import InvalidSpec, ModelSpec, parse_model
 from api import conditions as c
+from api.source import host_path_error
 from controller.informer import Event
 from controller.reconcile import Request, Result, Watch
 from controller.resources import (
@@ -186,6 +187,9 @@ class ModelReconciler:
             "Ready" if accelerator.status else c.ACCELERATOR_NOT_READY,
             "model can be served" if accelerator.status else accelerator.message,
         )
+        refusal = host_path_error(model.location, self.ctx.allowed_host_path_roots)
+        if refusal:
+            ready = Condition(READY, False, c.SOURCE_NOT_ALLOWED, refusal)
         # Every nested key is always written: a status merge patch removes only top-level
         # keys, so an optional nested one would outlive the spec that produced it.
         demand = (
@@ -205,7 +209,7 @@ class ModelReconciler:
             "extendedResourceClass": extended or "",
         }
         fields = {
-            "phase": "Ready" if accelerator.status else "Pending",
+            "phase": "Failed" if refusal else "Ready" if accelerator.status else "Pending",
             # LLMKube's bool, next to the condition that says why.
             "acceleratorReady": accelerator.status,
             "gpu": gpu,

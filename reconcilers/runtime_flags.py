@@ -41,6 +41,7 @@ def _disable(option: str) -> tuple[str, ...]:
 
 VLLM = _flags(
     _f("--model"),
+    _f("--revision"),
     _f("--served-model-name"),
     _f("--host"),
     _f("--port"),
@@ -70,6 +71,7 @@ VLLM = _flags(
 
 SGLANG = _flags(
     _f("--model-path", "--model"),
+    _f("--revision"),
     _f("--served-model-name"),
     _f("--host"),
     _f("--port"),
@@ -87,6 +89,7 @@ SGLANG = _flags(
 
 TGI = _flags(
     _f("--model-id"),
+    _f("--revision"),
     _f("--hostname"),
     _f("--port", "-p"),
     _f("--num-shard"),

@@ -132,6 +132,12 @@ def tensor_split(layer_split: tuple[str, ...], count: int) -> str | None:
     return ",".join(["1"] * count) if count <= MAX_TENSOR_SPLIT_PARTS else None
 
 
+def hub_revision(model: ModelSpec) -> str | None:
+    """hf://org/repo@rev: the revision the runtime downloads."""
+    source = model.location
+    return source.revision if source.kind == "hub" else None
+
+
 def model_flag(runtime: str, model_arg: str) -> str:
     """How the runtime is told what to load (vLLM: its positional argument, not an
     option): llama.cpp takes a hub repo with -hf."""
@@ -167,6 +173,8 @@ def runtime_command(
         a.args.append(model_arg)  # `vllm serve <model>`: 0.34 deprecates --model
     else:
         a.add(model_flag(runtime, model_arg), model_arg)
+        if runtime != "llamacpp":  # llama.cpp's -hf has no revision (refused in api)
+            a.add("--revision", hub_revision(model))
     build = {"vllm": _vllm, "sglang": _sglang, "tgi": _tgi, "llamacpp": _llamacpp}[runtime]
     command, env = build(a, service, model, served_name, count, gpu, member)
     return RuntimeCommand(

@@ -12,7 +12,7 @@ from controller.resources import INFERENCE_SERVICE
 
 from .gpu import GPUAttachment, gpu_attachment, uses_gpu
 from .loader import MODEL_DIR
-from .loader import model_location as loader_location
+from .model_source import Placement, model_placement
 from .runtimes import Member, RuntimeCommand, runtime_command
 
 Obj = dict[str, Any]
@@ -68,13 +68,20 @@ def _metadata(isvc: Obj, name: str, model_name: str) -> Obj:
     }
 
 
-def model_location(model: ModelSpec) -> tuple[str, Obj | None]:
-    """What the runtime loads, and the init container that downloads it when it is a URL."""
-    return loader_location(model.source)
+def model_location(
+    model: ModelSpec, runtime: str = "vllm", roots: tuple[str, ...] = ()
+) -> Placement:
+    """What the runtime loads and the volumes and init container behind it; raises
+    SourceNotAllowed for a host path outside `roots` (--allowed-host-path-roots)."""
+    return model_placement(model, runtime, roots)
 
 
 def _container(
-    rt: RuntimeCommand, service: InferenceServiceSpec, model: ModelSpec, attach: GPUAttachment
+    rt: RuntimeCommand,
+    service: InferenceServiceSpec,
+    model: ModelSpec,
+    attach: GPUAttachment,
+    mounts: list[Obj],
 ) -> Obj:
     resources: Obj = {}
     # The InferenceService's resources win over the Model's (LLMKube's order).
@@ -98,7 +105,7 @@ def _container(
         "args": rt.args,
         "ports": [{"name": "http", "containerPort": rt.port, "protocol": "TCP"}],
         "resources": resources,
-        "volumeMounts": [{"name": "models", "mountPath": MODEL_DIR}],
+        "volumeMounts": mounts,
     }
     if rt.serves_http:  # vLLM's headless multiNode members serve no HTTP
         container["readinessProbe"] = {
@@ -142,19 +149,25 @@ def pod_spec(
     claimed_devices: int | None = None,
     member: Member | None = None,
     rt: RuntimeCommand | None = None,
+    roots: tuple[str, ...] = (),
 ) -> Obj:
-    """rt: the runtime command already built from these arguments, if the caller has it."""
-    model_arg, loader = model_location(model)
+    """rt: the runtime command already built from these arguments, if the caller has it;
+    roots: the operator's --allowed-host-path-roots."""
+    placement = model_location(model, service.runtime, roots)
     if rt is None:
-        rt = runtime_command(service, model, model_arg, model_name, claimed_devices, member)
+        rt = runtime_command(service, model, placement.arg, model_name, claimed_devices, member)
     attach = gpu_attachment(model, service)
+    volumes, mounts = list(placement.volumes), list(placement.mounts)
+    if placement.models_dir:
+        volumes.insert(0, {"name": "models", "emptyDir": {}})
+        mounts.insert(0, {"name": "models", "mountPath": MODEL_DIR})
     spec: Obj = {
-        "containers": [_container(rt, service, model, attach)],
-        "volumes": [{"name": "models", "emptyDir": {}}],
+        "containers": [_container(rt, service, model, attach, mounts)],
+        "volumes": volumes,
         **_scheduling(service),
     }
-    if loader:
-        spec["initContainers"] = [loader]
+    if placement.loader:
+        spec["initContainers"] = [placement.loader]
     if attach.pod_claims:
         spec["resourceClaims"] = list(attach.pod_claims)
     return spec
@@ -168,6 +181,7 @@ def build_deployment(
     replicas: int,
     claimed_devices: int | None = None,
     rt: RuntimeCommand | None = None,
+    roots: tuple[str, ...] = (),
 ) -> Obj:
     name = isvc["metadata"]["name"]
     template_meta: Obj = {"labels": pod_labels(isvc, service)}
@@ -190,7 +204,9 @@ def build_deployment(
             "strategy": strategy,
             "template": {
                 "metadata": template_meta,
-                "spec": pod_spec(isvc, service, model, model_name, claimed_devices, rt=rt),
+                "spec": pod_spec(
+                    isvc, service, model, model_name, claimed_devices, rt=rt, roots=roots
+                ),
             },
         },
     }
@@ -209,7 +225,12 @@ def leader_address(isvc: Obj, service: InferenceServiceSpec) -> str:
 
 
 def build_member_pods(
-    isvc: Obj, service: InferenceServiceSpec, model: ModelSpec, model_name: str, replicas: int
+    isvc: Obj,
+    service: InferenceServiceSpec,
+    model: ModelSpec,
+    model_name: str,
+    replicas: int,
+    roots: tuple[str, ...] = (),
 ) -> list[Obj]:
     """multiNode: one pod per member, pinned with nodeName (device-plugin GPUs only).
 
@@ -225,7 +246,12 @@ def build_member_pods(
     pods = []
     for rank, member in enumerate(members):
         spec = pod_spec(
-            isvc, service, model, model_name, member=Member(rank, len(members), leader, port)
+            isvc,
+            service,
+            model,
+            model_name,
+            member=Member(rank, len(members), leader, port),
+            roots=roots,
         )
         spec["nodeName"] = member.node
         spec["hostname"] = f"{name}-{rank}"

@@ -20,7 +20,7 @@ import pytest
 import yaml
 from helm_python.chart import Chart, lint
 
-from app.cli import concurrency
+from app.cli import concurrency, host_path_roots
 from app.manifests import load
 from controller.permissions import CLUSTER_RULES, LEADER_ELECTION_RULES, Rule
 from metrics import ControllerMetrics
@@ -268,6 +268,19 @@ def test_max_concurrent_reconciles_value_reaches_the_flag() -> None:
     # The controller's own parser reads what the chart renders (gpuquota=2 is merged in).
     assert concurrency(arg.partition("=")[2]) == {"gpuquota": 2, "inferenceservice": 8, "model": 32}
     assert flag({"maxConcurrentReconciles": None}) == []
+
+
+def test_allowed_host_path_roots_value_reaches_the_flag() -> None:
+    def flag(values: Obj | None) -> list[str]:
+        container = find(render(values), "Deployment")["spec"]["template"]["spec"]["containers"][0]
+        return [a for a in container["args"] if a.startswith("--allowed-host-path-roots")]
+
+    assert flag(None) == []  # LLMKube's secure default: no host-path sources
+    (arg,) = flag({"modelSource": {"allowedHostPathRoots": ["/mnt/models", "/srv/llm"]}})
+    # The controller's own parser reads what the chart renders.
+    assert host_path_roots(arg.partition("=")[2]) == ("/mnt/models", "/srv/llm")
+    with pytest.raises(Exception, match="allowedHostPathRoots"):
+        render({"modelSource": {"allowedHostPathRoots": ["mnt/models"]}})
 
 
 def rules_of(role: Obj) -> set[tuple[str, str, str]]:

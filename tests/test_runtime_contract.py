@@ -17,22 +17,25 @@ one whose argv really fails one of those checks (the refusal is needed).
 from __future__ import annotations
 
 import itertools
+import re
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from api import InvalidSpec, parse_inference_service, parse_model
+from api import InvalidSpec, parse_inference_service, parse_model, rule_errors
 from api import runtime_values as rv
 from api.runtime_args import LOOPBACK, extra_options, vllm_positionals
+from api.source import host_path_error
 from reconcilers.images import VERSIONS
-from reconcilers.runtime_checks import INVALID_RUNTIME_CONFIG, runtime_problems
-from reconcilers.runtime_flags import CHOICES, FLAGS
+from reconcilers.runtime_checks import INVALID_RUNTIME_CONFIG, Problem, runtime_problems
+from reconcilers.runtime_flags import CHOICES, FLAGS, normalize_user_args, user_args
+from reconcilers.runtimes import MODEL_OPTIONS
 from reconcilers.workload import build_member_pods, model_location, pod_spec
 from webhook.admission import verdict
 
-from .runtime_options import Checker, checkers, startup_errors, validators, versions
+from .runtime_options import Checker, Parsed, checkers, startup_errors, validators, versions
 
 Obj = dict[str, Any]
 RUNTIMES = ("vllm", "sglang", "tgi", "llamacpp")
@@ -44,6 +47,34 @@ CLAIMS: dict[str, list[Obj] | None] = {
 }
 MODES = ("chat", "embedding", "rerank")
 ISVC = {"metadata": {"name": "svc", "namespace": "ns", "uid": "u"}}
+# The operator's --allowed-host-path-roots in this test: /srv/private stays refused.
+ROOTS = ("/mnt/models", "/models")
+# Every source scheme (issue 20 item 1), per model form; the refused ones count apart.
+GGUF_SOURCES = (
+    "hf://unsloth/Qwen3-8B-GGUF",
+    "hf://unsloth/Qwen3-8B-GGUF:Q4_K_M",
+    "hf://unsloth/Qwen3-8B-GGUF@main",  # refused: llama.cpp's -hf takes no revision
+    "hf://unsloth/Qwen3-8B-GGUF/Qwen3-8B-Q4_K_M.gguf",
+    "hf://unsloth/Qwen3-8B-GGUF/q/Qwen3-8B-Q4_K_M.gguf@refs/pr/1",
+    "pvc://model-store/qwen/Qwen3-8B-Q4_K_M.gguf",
+    "/mnt/models/Qwen3-8B-Q4_K_M.gguf",
+    "file:///mnt/models/Qwen3-8B-Q4_K_M.gguf",
+    "/models/Qwen3-8B-Q4_K_M.gguf",  # under our /models: not hidden by the emptyDir
+    "/srv/private/Qwen3-8B-Q4_K_M.gguf",  # refused: outside every allowed root
+    "s3://models/qwen/Qwen3-8B-Q4_K_M.gguf",
+)
+DIRECTORY_SOURCES = (
+    "hf://Qwen/Qwen3-8B",
+    "hf://Qwen/Qwen3-8B@main",
+    "hf://Qwen/Qwen3-8B@0123abcd",
+    "hf://Qwen/Qwen3-8B:Q4_K_M",  # refused: the :quant tag is llama.cpp's
+    "pvc://model-store/Qwen/Qwen3-8B",
+    "/mnt/models/Qwen3-8B",
+    "file:///mnt/models/Qwen3-8B",
+    "/models/Qwen3-8B",
+    "/srv/private/Qwen3-8B",  # refused
+    "s3://models/qwen/Qwen3-8B",  # refused: one object is no model directory
+)
 
 # Typed config fields: field path -> the values to try (choices: all of them).
 CONFIG: dict[str, dict[str, list[Any]]] = {
@@ -251,6 +282,22 @@ def _models(runtime: str, count: int | None, claims: str) -> Iterator[Obj]:
             }
 
 
+def _source_models(runtime: str, count: int | None, claims: str) -> Iterator[Obj]:
+    gpu: Obj = {"enabled": True, **({"count": count} if count is not None else {})}
+    if CLAIMS[claims]:
+        gpu["resourceClaims"] = CLAIMS[claims]
+    gguf = runtime == "llamacpp"
+    for source in GGUF_SOURCES if gguf else DIRECTORY_SOURCES:
+        model: Obj = {
+            "source": source,
+            "format": "gguf" if gguf else "safetensors",
+            "hardware": {"accelerator": "cuda", "gpu": gpu},
+        }
+        if source.startswith("s3://"):
+            model["sourceSecretRef"] = {"name": "s3-credentials"}
+        yield model
+
+
 def _overrides(runtime: str) -> Iterator[list[str]]:
     for name, value in OVERRIDE_VALUES[runtime].items():
         for spelling in FLAGS[runtime][name].spellings:
@@ -286,6 +333,10 @@ def specs() -> Iterator[tuple[str, Obj, Obj]]:
                     m = {**model, "hardware": {**model["hardware"]}}
                     m["hardware"]["gpu"] = {**m["hardware"].get("gpu", {}), **fields}
                     yield runtime, m, base
+        for model in _source_models(runtime, count, claims):
+            yield runtime, model, base
+            if runtime != "llamacpp":  # a user's --revision owns the option
+                yield runtime, model, {**base, "extraArgs": ["--revision", "v2"]}
     # multiNode (vLLM, device-plugin GPUs: claims cannot be pinned with nodeName)
     for count, members, mode in itertools.product(COUNTS, (2, 3), MODES):
         gpu = {"enabled": True, **({"count": count} if count else {})}
@@ -310,8 +361,9 @@ def specs() -> Iterator[tuple[str, Obj, Obj]]:
 
 def _pods(service: Any, model: Any) -> list[Obj]:
     if service.multi_node is not None:
-        return [p["spec"] for p in build_member_pods(ISVC, service, model, "m", 1)]
-    return [pod_spec(ISVC, service, model, "m")]
+        pods = build_member_pods(ISVC, service, model, "m", 1, roots=ROOTS)
+        return [p["spec"] for p in pods]
+    return [pod_spec(ISVC, service, model, "m", roots=ROOTS)]
 
 
 def _platform(image: str) -> str:
@@ -331,7 +383,103 @@ def _startup_and_reach(runtime: str, parsed: Any, pod: Obj, members: int | None)
     return errors
 
 
-def _check_pod(runtime: str, checker: Checker, pod: Obj, members: int | None = None) -> list[str]:
+def _refused(service: Any, model: Any) -> list[Problem] | None:
+    """What the controller refuses with a condition (and the webhook at admission): the
+    runtime's problems ([] when refused for another rule), or None when it is served."""
+    if rule_errors(service, model) or host_path_error(model.location, ROOTS):
+        return []
+    arg = model_location(model, service.runtime, ROOTS).arg
+    return runtime_problems(service, model, arg) or None
+
+
+# huggingface_hub.utils.validate_repo_id, which vLLM, SGLang (through transformers) and
+# TGI's hub client apply to a model that is not a local path: HFValidationError.
+HF_REPO_ID = re.compile(r"^(\b[\w\-.]+\b/)?\b[\w\-.]{1,96}\b$", re.ASCII)
+
+
+def hf_repo_id_errors(repo: str) -> list[str]:
+    if (
+        repo.count("/") > 1
+        or not HF_REPO_ID.match(repo)
+        or "--" in repo
+        or ".." in repo
+        or repo.endswith(".git")
+    ):
+        return [f"HFValidationError: {repo!r} is not a repo id"]
+    return []
+
+
+def llamacpp_hf_errors(value: str) -> list[str]:
+    """llama.cpp's common_download_split_repo_tag: <user>/<model>[:quant], split on ':'."""
+    if len(value.split(":")[0].split("/")) != 2:
+        return [f"invalid HF repo format, expected <user>/<model>[:quant]: {value!r}"]
+    return []
+
+
+def _model_value(runtime: str, parsed: Parsed) -> tuple[str, str]:
+    """(the option or 'positional', its value) of the one model argument."""
+    for key in MODEL_FLAGS[runtime]:
+        if parsed.values.get(key):
+            return key, str(parsed.values[key][0])
+    return "positional", parsed.positionals[0]
+
+
+def _mounted(pod: Obj, container: Obj, path: str) -> str | None:
+    """The volume behind `path` in the container (the deepest mount holding it)."""
+    best: Obj | None = None
+    for m in container.get("volumeMounts") or []:
+        mp = m["mountPath"]
+        if (path == mp or path.startswith(mp.rstrip("/") + "/")) and (
+            best is None or len(mp) > len(best["mountPath"])
+        ):
+            best = m
+    return best["name"] if best else None
+
+
+def model_argument_errors(runtime: str, pod: Obj, parsed: Parsed) -> list[str]:
+    """The runtime's validators past its parser, on the model argument: a path must exist
+    in the container (a volume, filled before start), anything else must be a repo id the
+    runtime's hub client accepts (issue 20 item 1: `-hf file:///…` is llama.cpp's "invalid
+    HF repo format", vLLM's `--model pvc://…` an HFValidationError, SGLang's `s3://…` an
+    "Invalid connector type")."""
+    container = pod["containers"][0]
+    key, value = _model_value(runtime, parsed)
+    errors = []
+    if "://" in value:  # SGLang: "Invalid connector type"; the others: not a repo id
+        errors.append(f"model argument {value!r} is a URL the runtime cannot load")
+    if value.startswith("/"):
+        volume = _mounted(pod, container, value)
+        volumes = {v["name"]: v for v in pod.get("volumes") or []}
+        if volume is None or volume not in volumes:
+            errors.append(f"model path {value!r} is on no volume of the pod")
+        elif "emptyDir" in volumes[volume] and not any(
+            value in c["command"] for c in pod.get("initContainers") or []
+        ):
+            errors.append(f"model path {value!r} is on an empty volume no loader fills")
+    elif runtime == "llamacpp":
+        if key != "--hf-repo":
+            errors.append(f"llama.cpp {key} {value!r} is neither a path nor -hf")
+        errors += llamacpp_hf_errors(value)
+    else:
+        errors += hf_repo_id_errors(value)
+    mounts = sorted(m["mountPath"] for m in container.get("volumeMounts") or [])
+    for a, b in itertools.pairwise(mounts):
+        if b == a or b.startswith(a.rstrip("/") + "/"):
+            errors.append(f"mount {a} holds mount {b}: one hides the other")
+    for v in pod.get("volumes") or []:
+        host = v.get("hostPath")
+        if host and not (host.get("type") in ("File", "Directory") and host["path"] == value):
+            errors.append(f"hostPath volume {host} is not the model's path {value!r}")
+        mount = [m for m in container.get("volumeMounts") or [] if m["name"] == v["name"]]
+        if (host or "persistentVolumeClaim" in v) and not all(m.get("readOnly") for m in mount):
+            errors.append(f"model source volume {v['name']} is mounted writable")
+    return errors
+
+
+def _check_pod(
+    runtime: str, checker: Checker, pod: Obj, members: int | None = None, ours: bool = True
+) -> list[str]:
+    """ours: the model argument is the controller's, not a user's extraArgs override."""
     container = pod["containers"][0]
     argv = container["args"]
     parsed = checker.parse(argv)
@@ -351,6 +499,8 @@ def _check_pod(runtime: str, checker: Checker, pod: Obj, members: int | None = N
             errors.append(f"llama.cpp -hf is not a hub repository: {argv}")
     elif runtime == "tgi" and str(parsed.values["--model-id"][0]).endswith(".gguf"):
         errors.append(f"TGI given a GGUF file: {argv}")
+    if len(given) == 1 and ours:
+        errors += model_argument_errors(runtime, pod, parsed)
     ports = parsed.values.get("--port") or [None]
     if str(container["ports"][0]["containerPort"]) != ports[-1]:
         errors.append(f"containerPort {container['ports'][0]['containerPort']} != --port {ports}")
@@ -373,10 +523,10 @@ def test_every_argv_parses_at_the_pinned_versions(capsys: pytest.CaptureFixture[
             failures.append(f"{service_spec}: {e.errors}")
             continue
         members = len(service.multi_node.members) if service.multi_node else None
-        problems = runtime_problems(service, model, model_location(model)[0])
-        if problems:
+        problems = _refused(service, model)
+        if problems is not None:
             refused[runtime] += 1
-            if all(p.reason == INVALID_RUNTIME_CONFIG for p in problems):
+            if problems and all(p.reason == INVALID_RUNTIME_CONFIG for p in problems):
                 # The refusal is needed: the argv it would have run fails a check.
                 invalid[runtime] += 1
                 if not any(
@@ -387,9 +537,11 @@ def test_every_argv_parses_at_the_pinned_versions(capsys: pytest.CaptureFixture[
                     )
             continue
         checked[runtime] += 1
+        user = user_args(runtime, normalize_user_args(runtime, service.extra_args))
+        ours = not any(name in user for name in MODEL_OPTIONS[runtime])
         for pod in _pods(service, model):
             pods += 1
-            for error in _check_pod(runtime, check[runtime], pod, members):
+            for error in _check_pod(runtime, check[runtime], pod, members, ours):
                 failures.append(f"{runtime} {service_spec} {model_spec}: {error}")
     with capsys.disabled():
         print(
@@ -535,11 +687,11 @@ def test_each_refusal_names_the_field_and_the_release_would_exit(
     runtime: str, extra: Obj, field: str
 ) -> None:
     spec: Obj = {"modelRef": "m", "runtime": runtime, **extra}
-    source = "/models/m.gguf" if runtime == "llamacpp" else "Qwen/Qwen3-8B"
+    source = "https://example.com/m.gguf" if runtime == "llamacpp" else "Qwen/Qwen3-8B"
     fmt = "gguf" if runtime == "llamacpp" else "safetensors"
     model = parse_model({"source": source, "format": fmt, "hardware": ONE_GPU})
     service = parse_inference_service(spec)
-    problems = runtime_problems(service, model, model_location(model)[0])
+    problems = runtime_problems(service, model, model_location(model, runtime, ROOTS).arg)
     assert [p.reason for p in problems] == [INVALID_RUNTIME_CONFIG], problems
     assert field in problems[0].message, problems[0].message
     allowed, message = verdict(_request(spec))
@@ -559,9 +711,9 @@ def test_underscore_spellings_replace_ours_and_count_toward_parallelism() -> Non
         ("llamacpp", ["--tensor_split", "1,1"]),
     ):
         if runtime == "llamacpp":
-            model = parse_model({"source": "/m.gguf", "hardware": ONE_GPU})
+            model = parse_model({"source": "https://example.com/m.gguf", "hardware": ONE_GPU})
         service = parse_inference_service({"modelRef": "m", "runtime": runtime, "extraArgs": extra})
-        problems = runtime_problems(service, model, model_location(model)[0])
+        problems = runtime_problems(service, model, model_location(model, runtime, ROOTS).arg)
         assert [p.reason for p in problems] == ["ParallelismExceedsGPUs"], (extra, problems)
     service = parse_inference_service(
         {
@@ -576,9 +728,9 @@ def test_underscore_spellings_replace_ours_and_count_toward_parallelism() -> Non
     llama = parse_inference_service(
         {"modelRef": "m", "runtime": "llamacpp", "extraArgs": ["--n_gpu_layers", "10"]}
     )
-    argv = pod_spec(ISVC, llama, parse_model({"source": "/m.gguf", "hardware": ONE_GPU}), "m")[
-        "containers"
-    ][0]["args"]
+    argv = pod_spec(
+        ISVC, llama, parse_model({"source": "https://example.com/m.gguf", "hardware": ONE_GPU}), "m"
+    )["containers"][0]["args"]
     assert argv.count("--n-gpu-layers") == 1 and argv[argv.index("--n-gpu-layers") + 1] == "10"
 
 
@@ -636,3 +788,24 @@ def test_checked_spellings_are_the_flag_tables() -> None:
         for option, (spellings, _) in table.items():
             assert set(spellings) <= set(FLAGS[runtime][option].spellings), (runtime, option)
     assert [a.name for a in extra_options("vllm", ("--max_num_seqs=2",))] == ["--max-num-seqs"]
+
+
+@pytest.mark.parametrize(
+    ("runtime", "argv", "error"),
+    [  # issue 20 item 1: the sources passed verbatim, as each runtime rejected them
+        ("llamacpp", ["-hf", "file:///mnt/m.gguf"], "invalid HF repo format"),
+        ("llamacpp", ["-hf", "org/repo/file.gguf"], "invalid HF repo format"),
+        ("vllm", ["--model", "pvc://claim/m"], "a URL the runtime cannot load"),
+        ("sglang", ["--model-path", "s3://bucket/m"], "a URL the runtime cannot load"),
+        ("tgi", ["--model-id", "org/repo/extra"], "HFValidationError"),
+        ("vllm", ["--model", "/mnt/models/m"], "on no volume of the pod"),
+    ],
+)
+def test_the_model_validators_catch_what_a_runtime_rejects(
+    runtime: str, argv: list[str], error: str
+) -> None:
+    groups = {rt: {name: f.spellings for name, f in FLAGS[rt].items()} for rt in FLAGS}
+    parsed = checkers(groups)[runtime].parse(argv)
+    pod: Obj = {"containers": [{"args": argv}], "volumes": []}
+    errors = model_argument_errors(runtime, pod, parsed)
+    assert any(error in e for e in errors), errors

@@ -74,7 +74,9 @@ def test_2_ports_follow_the_user_port(runtime: str, extra: list[str], port: int)
     model = (
         gpu_model()
         if runtime != "llamacpp"
-        else parse_model({"source": "/models/m.gguf", "hardware": {"accelerator": "cpu"}})
+        else parse_model(
+            {"source": "https://example.com/m.gguf", "hardware": {"accelerator": "cpu"}}
+        )
     )
     c = container(runtime, model, extraArgs=extra)
     assert c["ports"][0] == {"name": "http", "containerPort": port, "protocol": "TCP"}
@@ -129,7 +131,12 @@ def test_4_bad_tensor_split_in_extra_args_is_invalid(split: str) -> None:
 def test_4_layer_split_over_15_parts_or_backwards_is_invalid() -> None:
     def model(split: list[str]) -> Any:
         gpu = {"enabled": True, "count": 2, "sharding": {"layerSplit": split}}
-        return parse_model({"source": "/m.gguf", "hardware": {"accelerator": "cuda", "gpu": gpu}})
+        return parse_model(
+            {
+                "source": "https://example.com/m.gguf",
+                "hardware": {"accelerator": "cuda", "gpu": gpu},
+            }
+        )
 
     with pytest.raises(InvalidSpec) as e:
         model([f"{i}-{i}" for i in range(16)])
@@ -143,7 +150,9 @@ def test_4_layer_split_over_15_parts_or_backwards_is_invalid() -> None:
 def test_4_llamacpp_on_16_claimed_devices_gets_no_16_part_split() -> None:
     claims = [{"name": "g", "resourceClaimTemplateName": "t"}]
     gpu = {"enabled": True, "resourceClaims": claims}
-    model = parse_model({"source": "/m.gguf", "hardware": {"accelerator": "cuda", "gpu": gpu}})
+    model = parse_model(
+        {"source": "https://example.com/m.gguf", "hardware": {"accelerator": "cuda", "gpu": gpu}}
+    )
     service = parse_inference_service({"modelRef": "m", "runtime": "llamacpp"})
     argv = pod_spec(ISVC, service, model, "m", claimed_devices=16)["containers"][0]["args"]
     split = value(argv, "--tensor-split")
@@ -206,7 +215,7 @@ def test_7_llamacpp_takes_a_gguf_repo_with_hf_and_a_file_with_model() -> None:
 
 @pytest.mark.parametrize(
     ("runtime", "source", "fmt"),
-    [("llamacpp", "Qwen/Qwen3-8B", "safetensors"), ("tgi", "/models/q.gguf", "gguf")],
+    [("llamacpp", "Qwen/Qwen3-8B", "safetensors"), ("tgi", "https://example.com/q.gguf", "gguf")],
 )
 async def test_7_wrong_model_form_is_refused(
     kube: KubeClient, controller: Manager, runtime: str, source: str, fmt: str
@@ -378,7 +387,7 @@ def test_11_loader_resumes_or_replaces_a_partial_download(tmp_path: Path) -> Non
 # 5 (continued): the GPUs a pod gets are what its claims ask for; every parallel axis counts.
 def _refusal(model: Any, runtime: str, claimed: int | None = None, **spec: Any) -> str:
     service = parse_inference_service({"modelRef": "m", "runtime": runtime, **spec})
-    problems = runtime_problems(service, model, model_location(model)[0], claimed)
+    problems = runtime_problems(service, model, model_location(model).arg, claimed)
     return "; ".join(f"{p.reason}: {p.message}" for p in problems)
 
 
@@ -424,7 +433,11 @@ def test_5_parallelism_counts_claimed_devices_data_and_pipeline_parallel() -> No
 # 2 (continued): a user port that is no port number is refused, not silently replaced.
 def test_2_a_user_port_that_is_not_a_number_is_refused() -> None:
     for runtime, spelling in (("tgi", "-p"), ("vllm", "--port"), ("llamacpp", "--port")):
-        model = gpu_model(1) if runtime != "llamacpp" else parse_model({"source": "/m.gguf"})
+        model = (
+            gpu_model(1)
+            if runtime != "llamacpp"
+            else parse_model({"source": "https://example.com/m.gguf"})
+        )
         message = _refusal(model, runtime, extraArgs=[spelling, "abc"])
         assert "InvalidRuntimeConfig" in message and "'abc'" in message, (runtime, message)
         assert _refusal(model, runtime, extraArgs=[spelling, "9000"]) == ""

@@ -3,7 +3,9 @@
 The verdict comes from api/, the same code the reconcilers use, so an object the
 webhook admits is one the controller accepts and the other way round. Rules that span
 an InferenceService and its Model (gpuSharing or multiNode with the Model's claims)
-need the Model: given a lookup, the webhook checks them too.
+need the Model: given a lookup, the webhook checks them too. A Model whose source is a
+host path outside the operator's --allowed-host-path-roots is refused as the reconcilers
+refuse it (Ready=False SourceNotAllowed).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from api import (
     rule_errors,
 )
 from api.runtime_args import runtime_arg_errors
+from api.source import host_path_error
 from controller.resources import GPU_QUOTA, GROUP, INFERENCE_SERVICE, MODEL
 
 Obj = dict[str, Any]
@@ -53,10 +56,17 @@ def _request(body: bytes) -> Obj:
     return request
 
 
-def _cross_object_errors(request: Obj, lookup: ModelLookup | None) -> list[str]:
-    if lookup is None or (request.get("kind") or {}).get("kind") != INFERENCE_SERVICE.kind:
+def _cross_object_errors(
+    request: Obj, lookup: ModelLookup | None, roots: tuple[str, ...]
+) -> list[str]:
+    kind = (request.get("kind") or {}).get("kind")
+    spec = (request.get("object") or {}).get("spec")
+    if kind == MODEL.kind:
+        refusal = host_path_error(parse_model(spec).location, roots)
+        return [refusal] if refusal else []
+    if lookup is None or kind != INFERENCE_SERVICE.kind:
         return []
-    service = parse_inference_service((request.get("object") or {}).get("spec"))
+    service = parse_inference_service(spec)
     model_obj = lookup(str(request.get("namespace") or ""), service.model_ref)
     if model_obj is None:
         return []  # the reconciler reports a missing Model; creation order is free
@@ -64,10 +74,15 @@ def _cross_object_errors(request: Obj, lookup: ModelLookup | None) -> list[str]:
         model = parse_model(model_obj.get("spec"))
     except InvalidSpec:
         return []
-    return rule_errors(service, model)
+    errors = rule_errors(service, model)
+    refusal = host_path_error(model.location, roots)
+    return errors + ([f"Model {service.model_ref!r} {refusal}"] if refusal else [])
 
 
-def verdict(request: Obj, lookup: ModelLookup | None = None) -> tuple[bool, str]:
+def verdict(
+    request: Obj, lookup: ModelLookup | None = None, roots: tuple[str, ...] = ()
+) -> tuple[bool, str]:
+    """roots: the operator's --allowed-host-path-roots."""
     """(allowed, message) for one admission request."""
     if request.get("operation") == "DELETE":
         return True, ""
@@ -86,16 +101,16 @@ def verdict(request: Obj, lookup: ModelLookup | None = None) -> tuple[bool, str]
         return False, "; ".join(e.errors)
     # What the pinned runtime would exit on (the reconciler says the same, by condition).
     errors = runtime_arg_errors(spec) if isinstance(spec, InferenceServiceSpec) else []
-    errors += _cross_object_errors(request, lookup)
+    errors += _cross_object_errors(request, lookup, roots)
     if errors:
         return False, "; ".join(errors)
     return True, ""
 
 
-def review(body: bytes, lookup: ModelLookup | None = None) -> Obj:
+def review(body: bytes, lookup: ModelLookup | None = None, roots: tuple[str, ...] = ()) -> Obj:
     """The AdmissionReview response for a request body; raises BadReview."""
     request = _request(body)
-    allowed, message = verdict(request, lookup)
+    allowed, message = verdict(request, lookup, roots)
     response: Obj = {"uid": request["uid"], "allowed": allowed}
     if not allowed:
         response["status"] = {"code": 403, "reason": "Forbidden", "message": message}

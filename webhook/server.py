@@ -166,7 +166,9 @@ def make_app(
     limits: Limits | None = None,
     stats: ConnectionStats | None = None,
     lookup: ModelLookup | None = None,
+    roots: tuple[str, ...] = (),
 ) -> web.Application:
+    """roots: the operator's --allowed-host-path-roots."""
     limits = limits or Limits()
     stats = stats or ConnectionStats()
 
@@ -194,7 +196,7 @@ def make_app(
             limit = jsondepth.MAX_DEPTH
             return web.json_response({"error": f"JSON nested deeper than {limit}"}, status=400)
         try:
-            return web.json_response(review(body, lookup))
+            return web.json_response(review(body, lookup, roots))
         except BadReview as e:
             return web.json_response({"error": str(e)}, status=400)
         except RecursionError:
@@ -242,14 +244,16 @@ async def start_webhook(
     host: str = "0.0.0.0",
     limits: Limits | None = None,
     lookup: ModelLookup | None = None,
+    roots: tuple[str, ...] = (),
 ) -> WebhookServer:
-    """lookup finds Models for the rules that span an InferenceService and its Model."""
+    """lookup finds Models for the rules that span an InferenceService and its Model;
+    roots: the operator's --allowed-host-path-roots."""
     limits = limits or Limits()
     stats = ConnectionStats()
     reloader = CertificateReloader(cert_dir)
     # keepalive_timeout: aiohttp's own idle close, backed by the guard's header clock.
     runner = web.AppRunner(
-        make_app(limits, stats, lookup),
+        make_app(limits, stats, lookup, roots),
         access_log=None,
         keepalive_timeout=limits.header_timeout,
         max_field_size=16 * 1024,
