@@ -169,10 +169,11 @@ def runtime_command(
     # llama.cpp's --model and -hf both say what to load: a user's either one wins.
     if any(name in a.user for name in MODEL_OPTIONS[runtime]):
         pass
-    elif runtime == "vllm":
-        a.args.append(model_arg)  # `vllm serve <model>`: 0.34 deprecates --model
     else:
-        a.add(model_flag(runtime, model_arg), model_arg)
+        if runtime == "vllm":
+            a.args.append(model_arg)  # `vllm serve <model>`: 0.34 deprecates --model
+        else:
+            a.add(model_flag(runtime, model_arg), model_arg)
         if runtime != "llamacpp":  # llama.cpp's -hf has no revision (refused in api)
             a.add("--revision", hub_revision(model))
     build = {"vllm": _vllm, "sglang": _sglang, "tgi": _tgi, "llamacpp": _llamacpp}[runtime]

@@ -89,7 +89,10 @@ def test_s3_needs_the_secret_with_its_keys() -> None:
 def test_hf_source_is_the_repo_id_and_its_revision(runtime: str, model_flag: str) -> None:
     spec = {"source": "hf://Qwen/Qwen3-8B@refs/pr/3", "format": "safetensors"}
     argv = args(pod(runtime, spec))
-    assert value(argv, model_flag) == "Qwen/Qwen3-8B"
+    if runtime == "vllm":  # `vllm serve <model>`: the model is the first argument
+        assert argv[0] == "Qwen/Qwen3-8B" and model_flag not in argv
+    else:
+        assert value(argv, model_flag) == "Qwen/Qwen3-8B"
     assert value(argv, "--revision") == "refs/pr/3"
     user = args(pod(runtime, spec, extraArgs=["--revision", "main"]))
     assert user.count("--revision") == 1 and value(user, "--revision") == "main"
@@ -133,7 +136,7 @@ def test_pvc_source_mounts_the_claim_read_only_and_passes_the_path() -> None:
     ]
     assert "initContainers" not in p
     directory = pod("vllm", {"source": "pvc://model-store/Qwen3-8B", "format": "safetensors"})
-    assert value(args(directory), "--model") == "/model-source/Qwen3-8B"
+    assert args(directory)[0] == "/model-source/Qwen3-8B"  # `vllm serve <model>`
 
 
 @pytest.mark.parametrize(
