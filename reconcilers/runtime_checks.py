@@ -14,6 +14,7 @@ from api import InferenceServiceSpec, ModelSpec, gpu_count
 
 from .gpu import uses_gpu
 from .images import image_for, missing_image_message
+from .pod_checks import pod_field_problems
 from .runtime_flags import CHOICES, int_value, user_args
 from .runtimes import MODE_FLAGS, RuntimeCommand, runtime_command
 
@@ -144,6 +145,9 @@ def runtime_problems(
                     f"{', '.join(allowed)}",
                 )
             )
+    problems += [
+        Problem(INVALID_RUNTIME_CONFIG, m) for m in pod_field_problems(service, tuple(rt.args))
+    ]
     port = opts.value("--port")
     if port is not None and not (port.isdigit() and 0 < int(port) < 65536):
         problems.append(
