@@ -52,6 +52,7 @@ class Speculative:
     type: str  # llama.cpp's --spec-type spelling (aliases resolved)
     n_draft_max: int | None = None
     p_min: float | None = None
+    draft_weights: str | None = None  # draftModelRef or draftModel (not staged yet)
 
 
 @dataclass(frozen=True)
@@ -185,20 +186,15 @@ def _speculative(raw: Obj | None, errors: list[str]) -> Speculative | None:
         allowed = ", ".join((*SPEC_TYPES_OFF, *SPEC_TYPE_ALIASES, *SPEC_TYPES))
         errors.append(f"{path}.type: {raw['type']!r} is not one of {allowed}")
         return None
-    # Draft weights come from another Model (draftModelRef) or a file of Model.files
-    # (draftModel): llmkube-py stages neither yet, and a draft type without them exits.
-    for key in ("draftModelRef", "draftModel"):
-        if raw.get(key):
-            errors.append(
-                f"{path}.{key}: draft weights are not staged by llmkube-py; use a type that "
-                "needs none (draft-mtp with the weights in the model, or ngram-*)"
-            )
-    if kind in DRAFT_WEIGHTS:
-        errors.append(
-            f"{path}.type: {kind} needs draft weights, which llmkube-py does not stage; "
-            "use draft-mtp or an ngram-* type"
-        )
-    return Speculative(kind, raw.get("nDraftMax"), raw.get("pMin"))
+    # LLMKube's CEL rules on draft weights (another Model, or a file of Model.files).
+    ref, file = raw.get("draftModelRef"), raw.get("draftModel")
+    if ref and file:
+        errors.append(f"{path}: set only one of draftModelRef and draftModel")
+    if kind in DRAFT_WEIGHTS and not (ref or file):
+        errors.append(f"{path}.type: {kind} needs draft weights: set draftModelRef or draftModel")
+    if (ref or file) and kind not in (*DRAFT_WEIGHTS, "draft-mtp"):
+        errors.append(f"{path}: {kind} needs no draft weights (drop draftModelRef/draftModel)")
+    return Speculative(kind, raw.get("nDraftMax"), raw.get("pMin"), ref or file or None)
 
 
 def parse_pod_fields(data: Obj) -> tuple[PodFields, list[str]]:

@@ -17,6 +17,12 @@ def pod_field_problems(service: InferenceServiceSpec, args: tuple[str, ...]) -> 
             f"spec.speculativeDecoding: only the llamacpp runtime takes it (--spec-type); "
             f"{runtime} has no such flags (set its own options in extraArgs)"
         )
+    elif fields.speculative is not None and fields.speculative.draft_weights:
+        problems.append(
+            "spec.speculativeDecoding: draft weights (draftModelRef / draftModel) are not "
+            "staged by llmkube-py yet, and llama.cpp cannot load the draft without them; use "
+            "draft-mtp with the weights in the model, or an ngram-* type"
+        )
     port = user_args(runtime, args).value("--port")
     if (
         fields.container_port is not None

@@ -122,6 +122,14 @@ async def test_runtime_flags_the_runtime_lacks_or_that_disagree_are_refused(
     assert found is not None and found["reason"] == "InvalidRuntimeConfig"
     assert found["message"].startswith("spec.speculativeDecoding: only the llamacpp runtime")
 
+    draft = "  speculativeDecoding: {type: draft, draftModelRef: small}"
+    await apply_text(kube, GGUF_MODEL.replace("name: m", "name: g"))
+    await apply_text(kube, isvc_yaml("draft", "g", "llamacpp", draft))
+    isvc = await wait_condition(kube, INFERENCE_SERVICE, "draft", "RuntimeConfigured", "False")
+    found = condition(isvc, "RuntimeConfigured")
+    assert found is not None and found["reason"] == "InvalidRuntimeConfig"
+    assert found["message"].startswith("spec.speculativeDecoding: draft weights")
+
     port = "  containerPort: 9000\n  extraArgs: [--port, '9001']"
     await apply_text(kube, isvc_yaml("port", "m", "vllm", port))
     isvc = await wait_condition(kube, INFERENCE_SERVICE, "port", "RuntimeConfigured", "False")
@@ -134,7 +142,7 @@ async def test_runtime_flags_the_runtime_lacks_or_that_disagree_are_refused(
     found = condition(isvc, "Ready")
     assert found is not None and found["reason"] == "InvalidSpec"
     assert found["message"].startswith("spec.bindAddress: '127.0.0.1' is a loopback address")
-    for name in ("spec", "port", "lo"):
+    for name in ("spec", "draft", "port", "lo"):
         assert await kube.get(DEPLOYMENT, "default", name) is None
 
 
@@ -180,8 +188,12 @@ async def test_rope_scaling_on_a_runtime_that_ignores_it_is_reported(
         ),
         ({"speculativeDecoding": {"type": "eagle"}}, "spec.speculativeDecoding.type: 'eagle'"),
         (
-            {"speculativeDecoding": {"type": "draft", "draftModelRef": "small"}},
-            "spec.speculativeDecoding.draftModelRef: draft weights are not staged",
+            {"speculativeDecoding": {"type": "draft"}},
+            "spec.speculativeDecoding.type: draft-simple needs draft weights",
+        ),
+        (
+            {"speculativeDecoding": {"type": "ngram-simple", "draftModel": "d.gguf"}},
+            "spec.speculativeDecoding: ngram-simple needs no draft weights",
         ),
     ],
 )
