@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from api import InvalidSpec, parse_inference_service
+from api.unserved import inference_service_fields
 from app.manifests import apply_text
 from controller.kube import ApiError, KubeClient
 from controller.manager import Manager
@@ -279,3 +280,29 @@ async def test_pods_older_than_max_lifetime_are_recycled() -> None:
         assert first in events[0]["message"]
         isvc = await kube.get(INFERENCE_SERVICE, "default", "s")
         assert condition(isvc, "FieldsServed") is None
+
+
+def test_served_fields_are_not_reported_and_runtime_bound_ones_are() -> None:
+    served = {
+        "modelRef": "m",
+        "runtime": "llamacpp",
+        "command": ["x"],
+        "containerPort": 9000,
+        "bindAddress": "0.0.0.0",
+        "probeOverrides": {"readiness": READINESS},
+        "skipModelInit": True,
+        "extraVolumes": [{"name": "v", "emptyDir": {}}],
+        "extraVolumeMounts": [{"name": "v", "mountPath": "/v"}],
+        "podSecurityContext": {"fsGroup": 1},
+        "securityContext": {"runAsNonRoot": True},
+        "revisionHistoryLimit": 1,
+        "disruption": {"protectAlways": True},
+        "maxPodLifetimeSeconds": 60,
+        "ropeScaling": {"type": "yarn"},
+        "speculativeDecoding": {"type": "mtp"},
+    }
+    assert inference_service_fields(served) == []
+    # args is the generic runtime's argv, ropeScaling llama.cpp's: LLMKube ignores them
+    # elsewhere, so they are reported.
+    other = {"modelRef": "m", "runtime": "vllm", "args": ["--x"], "ropeScaling": {"type": "yarn"}}
+    assert inference_service_fields(other) == ["spec.ropeScaling", "spec.args"]
