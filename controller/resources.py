@@ -55,9 +55,7 @@ LEASE = ResourceType("coordination.k8s.io", "v1", "leases", "Lease")
 HORIZONTAL_POD_AUTOSCALER = ResourceType(
     "autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler"
 )
-POD_DISRUPTION_BUDGET = ResourceType(
-    "policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget"
-)
+POD_DISRUPTION_BUDGET = ResourceType("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget")
 CRD = ResourceType(
     "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False
 )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from app.manifests import EXAMPLES, apply_text
 from controller.kube import KubeClient
 from controller.resources import DEPLOYMENT, EVENT, INFERENCE_SERVICE, POD, POD_DISRUPTION_BUDGET
@@ -148,7 +150,7 @@ async def budget_gone(kube: KubeClient, name: str) -> bool:
     return await kube.get(POD_DISRUPTION_BUDGET, "default", name) is None
 
 
-def forbidden(requests: list[str]) -> set[tuple[str, str, str]]:
+def forbidden(requests: Iterable[str]) -> set[tuple[str, str, str]]:
     """The controller's requests (all but the test's own writes) the chart would refuse."""
     allowed = rules_of(next(d for d in render({"replicas": 2}) if d["kind"] == "ClusterRole"))
     test_writes = {
