@@ -14,6 +14,7 @@ from .autoscaling import Autoscaling, parse_autoscaling
 from .common import CONDITIONS, ENV, LABELS, LOCAL_REF, SECRET_KEY_REF, TOLERATIONS
 from .errors import InvalidSpec
 from .model import MAX_GPU_COUNT, ModelSpec
+from .podfields import PodFields, parse_pod_fields
 from .schema import (
     Array,
     Bool,
@@ -542,6 +543,7 @@ class InferenceServiceSpec:
     settings: RuntimeSettings = field(default_factory=RuntimeSettings)
     extra_args: tuple[str, ...] = ()
     autoscaling: Autoscaling | None = None
+    fields: PodFields = field(default_factory=PodFields)  # api/podfields.py
 
     @property
     def served(self) -> bool:
@@ -649,6 +651,8 @@ def parse_inference_service(spec: Any) -> InferenceServiceSpec:
     errors = errors or _extra_args_errors(data)
     autoscaling, scaling_errors = parse_autoscaling(data) if not errors else (None, [])
     errors += scaling_errors
+    fields, field_errors = parse_pod_fields(data) if not errors else (PodFields(), [])
+    errors += field_errors
     if errors:
         raise InvalidSpec(errors)
     res = data.get("resources") or {}
@@ -705,6 +709,7 @@ def parse_inference_service(spec: Any) -> InferenceServiceSpec:
         settings=_settings(data),
         extra_args=tuple(data.get("extraArgs") or ()),
         autoscaling=autoscaling,
+        fields=fields,
     )
 
 

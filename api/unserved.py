@@ -32,39 +32,30 @@ MODEL: Mapping[str, object] = {
     "hardware.gpu.runtime": None,
 }
 
+# Read only by the runtimes named (LLMKube ignores them on the others).
+ONLY_FOR_RUNTIMES: Mapping[str, tuple[str, ...]] = {
+    "ropeScaling": ("llamacpp",),  # llama.cpp's --rope-scaling; vLLM/SGLang/TGI: no field
+    "args": ("generic",),  # the generic runtime's argv, which llmkube-py does not serve
+}
+
 INFERENCE_SERVICE: Mapping[str, object] = {
-    "revisionHistoryLimit": None,
     "endpoint.gateway": None,
     "resources.hostMemory": None,
     "resources.ephemeralStorage": None,
     "resources.gpuMemory": None,
     "priority": "normal",
     "evictionProtection": None,
-    "ropeScaling": None,
     "cacheTypeCustomK": None,
     "cacheTypeCustomV": None,
-    "speculativeDecoding": None,
     "reasoningBudgetMessage": None,
     "turboQuantBits": None,
     "pagedSSDCacheDir": None,
     "hotCacheMaxSize": None,
     "pagedSSDCacheMaxSize": None,
-    "command": None,
-    "args": None,
-    "extraVolumes": None,
-    "extraVolumeMounts": None,
-    "containerPort": None,
-    "bindAddress": "::",
-    "probeOverrides": None,
-    "skipModelInit": None,
-    "podSecurityContext": None,
-    "securityContext": None,
     "modelCache": None,
     "personaPlexConfig": None,
-    "disruption": None,
     "rolloutPolicy": None,
     "slo": None,
-    "maxPodLifetimeSeconds": None,
     "maxPodLifetimeIdleTimeoutSeconds": None,
     "multiNode.rdmaResource": None,
     "multiNode.ibGIDIndex": None,
@@ -155,6 +146,9 @@ def _runtime_config_paths(spec: Obj) -> list[str]:
         paths += [
             f"spec.{section}.{k}" for k, v in config.items() if k not in served and v is not None
         ]
+    for key, runtimes in ONLY_FOR_RUNTIMES.items():
+        if runtime not in runtimes and spec.get(key) not in (None, {}, []):
+            paths.append(f"spec.{key}")
     return paths
 
 

@@ -39,6 +39,10 @@ CLUSTER_RULES: tuple[Rule, ...] = (
     Rule("", ("events",), ("create", "patch")),
     # spec.autoscaling: the service's HPA, removed when autoscaling is cleared or suspended.
     Rule("autoscaling", ("horizontalpodautoscalers",), (*READ, "create", "patch", "delete")),
+    # spec.disruption: the service's PodDisruptionBudget, removed when not protecting.
+    Rule("policy", ("poddisruptionbudgets",), (*READ, "create", "patch", "delete")),
+    # spec.maxPodLifetimeSeconds: expired pods are evicted (budgets are respected).
+    Rule("", ("pods/eviction",), ("create",)),
 )
 # In the controller's own namespace, for leader election only.
 LEADER_ELECTION_RULES: tuple[Rule, ...] = (

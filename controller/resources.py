@@ -55,6 +55,7 @@ LEASE = ResourceType("coordination.k8s.io", "v1", "leases", "Lease")
 HORIZONTAL_POD_AUTOSCALER = ResourceType(
     "autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler"
 )
+POD_DISRUPTION_BUDGET = ResourceType("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget")
 CRD = ResourceType(
     "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False
 )
@@ -74,6 +75,7 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
     SECRET,
     LEASE,
     HORIZONTAL_POD_AUTOSCALER,
+    POD_DISRUPTION_BUDGET,
     CRD,
 )
 CUSTOM_TYPES: tuple[ResourceType, ...] = (MODEL, INFERENCE_SERVICE, GPU_QUOTA)

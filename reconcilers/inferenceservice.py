@@ -13,6 +13,7 @@ the Kueue path (reconcilers/kueue.py).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -39,6 +40,7 @@ from controller.resources import (
     INFERENCE_SERVICE,
     MODEL,
     POD,
+    POD_DISRUPTION_BUDGET,
     RESOURCE_CLAIM,
     RESOURCE_CLAIM_TEMPLATE,
     SERVICE,
@@ -54,8 +56,10 @@ from .claims import missing_claims, names_claim
 from .conditions import Condition
 from .context import Context
 from .devices import allocation_status, device_classes, model_demand, templates
+from .disruption import ensure_budget, protected
 from .gpu import DEFAULT_RESOURCE_NAMES, attachment_kind, replica_charge
 from .kueue import KueueSettings, kueue_status, label_workload, queue_name
+from .pod_lifetime import recycle_expired
 from .quota import admission_changes, namespace_allocations
 from .runtime_checks import Problem, runtime_problems
 from .runtimes import RuntimeCommand, runtime_command
@@ -129,6 +133,7 @@ class InferenceServiceReconciler:
             Watch(DEPLOYMENT, self._owner, OWNED_SELECTOR),
             Watch(SERVICE, self._owner, OWNED_SELECTOR),
             Watch(HORIZONTAL_POD_AUTOSCALER, self._owner, OWNED_SELECTOR),
+            Watch(POD_DISRUPTION_BUDGET, self._owner, OWNED_SELECTOR),
             Watch(POD, self._pod_owner, OWNED_SELECTOR),
             # KEP-5004 and Kueue's verdict read DeviceClasses (cluster-wide, rarely changed).
             Watch(DEVICE_CLASS, self._all_services),
@@ -419,6 +424,10 @@ class InferenceServiceReconciler:
                     keep=("clusterIPs", "ipFamilies", "ipFamilyPolicy"),
                 )
             await ensure_autoscaler(self.ctx.client, self.ctx.cache, isvc, service)
+            group = admitted if service.multi_node is None else min(admitted, 1)
+            await ensure_budget(
+                self.ctx.client, self.ctx.cache, isvc, service, protected(service, ready, group)
+            )
         except NotOwned as e:
             conditions += [
                 Condition(WORKLOAD_READY, False, c.WORKLOAD_CONFLICT, str(e)),
@@ -466,7 +475,7 @@ class InferenceServiceReconciler:
         await self._write(
             isvc, service, model, admitted, per_replica, (ready, running), conditions, phase, extra
         )
-        return Result()
+        return Result(requeue_after=await recycle_expired(self.ctx, isvc, service, time.time()))
 
     async def _ensure_deployment(
         self,

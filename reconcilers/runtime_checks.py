@@ -17,6 +17,7 @@ from api.runtime_values import VLLM_PLATFORM_QUANTIZATION, VLLM_VERSION
 
 from .gpu import uses_gpu
 from .images import image_for, missing_image_message, variant
+from .pod_checks import pod_field_problems
 from .runtime_flags import int_value, user_args
 from .runtimes import MODE_FLAGS, RuntimeCommand, runtime_command
 
@@ -145,6 +146,9 @@ def runtime_problems(
                 "use one GPU or another quantization",
             )
         )
+    problems += [
+        Problem(INVALID_RUNTIME_CONFIG, m) for m in pod_field_problems(service, tuple(rt.args))
+    ]
     port = opts.value("--port")
     if port is not None and not (port.isdigit() and 0 < int(port) < 65536):
         problems.append(

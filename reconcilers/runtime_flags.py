@@ -127,6 +127,13 @@ LLAMACPP = _flags(
     _f("--reasoning-budget"),
     _f("--override-kv"),
     _f("--override-tensor", "-ot"),
+    # spec.ropeScaling and spec.speculativeDecoding (reconcilers/pod_flags.py)
+    _f("--rope-scaling"),
+    _f("--rope-scale"),
+    _f("--yarn-orig-ctx"),
+    _f("--spec-type"),
+    _f("--spec-draft-n-max"),
+    _f("--spec-draft-p-min", "--draft-p-min"),
 )
 
 FLAGS: dict[str, dict[str, Flag]] = {

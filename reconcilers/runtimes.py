@@ -16,6 +16,7 @@ from api.inferenceservice import MAX_TENSOR_SPLIT_PARTS
 
 from .gpu import runtime_device_count, uses_gpu
 from .images import image_for
+from .pod_flags import bind_host, listen_port, llamacpp_field_flags
 from .runtime_flags import FLAGS, int_value, normalize_user_args, user_args
 
 PORTS = {"vllm": 8000, "sglang": 8000, "tgi": 8080, "llamacpp": 8080}
@@ -182,7 +183,7 @@ def runtime_command(
         image=image_for(model, service) or "",
         command=command,
         args=a.done(),
-        port=a.port(PORTS[runtime]),
+        port=a.port(listen_port(service, PORTS[runtime])),
         health_path=HEALTH_PATHS[runtime],
         env=env,
         serves_http=not (member and member.rank > 0),
@@ -203,8 +204,8 @@ def _vllm(
 ) -> Built:
     s = service.settings
     a.add("--served-model-name", served_name)
-    a.add("--host", "0.0.0.0")
-    a.add("--port", PORTS["vllm"])
+    a.add("--host", bind_host(service))
+    a.add("--port", listen_port(service, PORTS["vllm"]))
     a.add("--tensor-parallel-size", s.tensor_parallel_size or _multi(count))
     a.add("--pipeline-parallel-size", s.pipeline_parallel_size)
     if gpu:
@@ -245,8 +246,8 @@ def _sglang(
 ) -> Built:
     s = service.settings
     a.add("--served-model-name", served_name)
-    a.add("--host", "0.0.0.0")
-    a.add("--port", PORTS["sglang"])
+    a.add("--host", bind_host(service))
+    a.add("--port", listen_port(service, PORTS["sglang"]))
     a.add("--tp-size", s.tensor_parallel_size or _multi(count))
     a.add("--dp-size", s.data_parallel_size)
     a.add("--ep-size", s.expert_parallel_size)
@@ -268,8 +269,8 @@ def _tgi(
     member: Member | None,
 ) -> Built:
     s = service.settings
-    a.add("--hostname", "0.0.0.0")
-    a.add("--port", PORTS["tgi"])
+    a.add("--hostname", bind_host(service))
+    a.add("--port", listen_port(service, PORTS["tgi"]))
     a.add("--num-shard", _multi(count))
     a.add("--quantize", s.quantization)
     a.add("--dtype", s.dtype)
@@ -289,8 +290,8 @@ def _llamacpp(
 ) -> Built:
     s = service.settings
     a.add("--alias", served_name)
-    a.add("--host", "0.0.0.0")
-    a.add("--port", PORTS["llamacpp"])
+    a.add("--host", bind_host(service))
+    a.add("--port", listen_port(service, PORTS["llamacpp"]))
     if gpu:
         layers = model.gpu.layers
         a.add("--n-gpu-layers", layers if layers and layers > 0 else ALL_LAYERS)
@@ -302,6 +303,8 @@ def _llamacpp(
         if s.flash_attention is not None:
             a.add("--flash-attn", "on" if s.flash_attention else "off")
     a.add("--ctx-size", s.context_size)
+    for name, value in llamacpp_field_flags(service.fields, a.user):
+        a.add(name, value)
     a.add("--parallel", s.parallel_slots)
     a.toggle("--jinja", s.jinja)
     a.add("--cache-type-k", s.cache_type_k)

@@ -13,6 +13,7 @@ from controller.resources import INFERENCE_SERVICE
 from .gpu import GPUAttachment, gpu_attachment, uses_gpu
 from .loader import MODEL_DIR
 from .model_source import Placement, model_placement
+from .pod_fields import apply_pod_fields, deployment_fields
 from .runtimes import Member, RuntimeCommand, runtime_command
 
 Obj = dict[str, Any]
@@ -170,6 +171,7 @@ def pod_spec(
         spec["initContainers"] = [placement.loader]
     if attach.pod_claims:
         spec["resourceClaims"] = list(attach.pod_claims)
+    apply_pod_fields(spec, service, rt.serves_http)
     return spec
 
 
@@ -200,6 +202,7 @@ def build_deployment(
         "metadata": _metadata(isvc, name, model_name),
         "spec": {
             "replicas": replicas,
+            **deployment_fields(service),
             "selector": {"matchLabels": {SERVICE_LABEL: name}},
             "strategy": strategy,
             "template": {

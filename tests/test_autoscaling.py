@@ -28,7 +28,7 @@ SCALING = "  autoscaling: {minReplicas: 1, maxReplicas: 4}"
 
 
 async def hpa(kube: KubeClient, name: str, present: bool = True) -> Obj | None:
-    async def probe() -> Obj | None | bool:
+    async def probe() -> Obj | bool | None:
         found = await kube.get(HORIZONTAL_POD_AUTOSCALER, "default", name)
         if present:
             return found

@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from app.manifests import EXAMPLES, apply_text
 from controller.kube import KubeClient
-from controller.resources import DEPLOYMENT, INFERENCE_SERVICE, POD
+from controller.resources import DEPLOYMENT, EVENT, INFERENCE_SERVICE, POD, POD_DISRUPTION_BUDGET
 from testserver.process import ApiServerProcess
 
-from .conftest import eventually, gpu_template, manager_for, model_yaml, reapply, wait_condition
+from .conftest import (
+    eventually,
+    gpu_template,
+    isvc_yaml,
+    manager_for,
+    model_yaml,
+    reapply,
+    wait_condition,
+)
+from .dra_cluster import dra_cluster
 from .test_chart import render, rules_of
 
 VERB_OF = {
@@ -84,6 +95,13 @@ spec: {gpuCount: 1, namespaceRef: default}
             return bool(d and "resourceClaims" not in d["spec"]["template"]["spec"])
 
         await eventually(updated, what="Deployment updated")
+        # spec.disruption: the budget of a starting service goes when protection is off.
+        await reapply(
+            kube, isvc_yaml("multi", "multi", "vllm", "  disruption: {protectStartup: false}")
+        )
+        await eventually(
+            lambda: budget_gone(kube, "multi"), what="PodDisruptionBudget multi removed"
+        )
         await manager.wait_idle()
     finally:
         await manager.stop()
@@ -109,6 +127,12 @@ spec: {gpuCount: 1, namespaceRef: default}
     test_writes |= {("apiextensions.k8s.io", "customresourcedefinitions", "create")}
     missing = used - allowed - test_writes
     assert not missing, f"requests the chart's RBAC would forbid: {sorted(missing)}"
+    for needed in [
+        ("policy", "poddisruptionbudgets", "patch"),
+        ("policy", "poddisruptionbudgets", "delete"),
+        ("policy", "poddisruptionbudgets", "watch"),
+    ]:
+        assert needed in used, needed
     # The scenario exercised the interesting verbs, so the check above means something.
     for needed in [
         ("apps", "deployments", "patch"),
@@ -120,3 +144,46 @@ spec: {gpuCount: 1, namespaceRef: default}
         ("resource.k8s.io", "resourceclaimtemplates", "watch"),
     ]:
         assert needed in used, needed
+
+
+async def budget_gone(kube: KubeClient, name: str) -> bool:
+    return await kube.get(POD_DISRUPTION_BUDGET, "default", name) is None
+
+
+def forbidden(requests: Iterable[str]) -> set[tuple[str, str, str]]:
+    """The controller's requests (all but the test's own writes) the chart would refuse."""
+    allowed = rules_of(next(d for d in render({"replicas": 2}) if d["kind"] == "ClusterRole"))
+    test_writes = {
+        ("inference.llmkube.dev", r, v)
+        for r in ("models", "inferenceservices")
+        for v in ("create", "update", "get")
+    }
+    test_writes |= {
+        ("apiextensions.k8s.io", "customresourcedefinitions", v) for v in ("create", "get")
+    }
+    test_writes.add(("", "events", "list"))  # the test looks for the Event
+    used = {permission(e) for e in requests if "/_testserver" not in e}
+    return used - allowed - test_writes
+
+
+async def test_pod_recycling_requests_are_covered_by_the_chart_rbac() -> None:
+    """maxPodLifetimeSeconds evicts pods: pods/eviction create, on a cluster that runs them."""
+    async with dra_cluster(gpus=0, plugin=0) as (kube, manager, server):
+        await server.control("DELETE", "requests")
+        await apply_text(
+            kube,
+            "apiVersion: inference.llmkube.dev/v1alpha1\nkind: Model\nmetadata: {name: m}\n"
+            "spec: {source: Qwen/Qwen3-8B, format: safetensors}\n",
+        )
+        await apply_text(kube, isvc_yaml("s", "m", "vllm", "  maxPodLifetimeSeconds: 1"))
+
+        async def recycled() -> bool:
+            items, _ = await kube.list(EVENT, "default")
+            return any(e["reason"] == "PodRecycled" for e in items)
+
+        await eventually(recycled, timeout=20, what="a pod recycled")
+        await manager.wait_idle()
+        requests = await server.requests()
+    assert ("", "pods/eviction", "create") in {permission(e) for e in requests}
+    missing = forbidden(requests)
+    assert not missing, f"requests the chart's RBAC would forbid: {sorted(missing)}"

@@ -134,6 +134,23 @@ CONFIG: dict[str, dict[str, list[Any]]] = {
         "tensorOverrides": [["exps=CPU"]],
     },
 }
+# Pod fields that become every runtime's flags (reconcilers/pod_flags.py).
+for _config in CONFIG.values():
+    _config["containerPort"] = [9000]
+    _config["bindAddress"] = ["::", "0.0.0.0", "10.1.2.3", "fd00::1"]
+CONFIG["llamacpp"] |= {
+    "ropeScaling": [
+        {"type": "yarn", "factor": 4.0, "originalContext": 32768},
+        {"type": "linear", "factor": 1.5},
+        {"type": "none"},
+    ],
+    "speculativeDecoding": [
+        {"type": "mtp", "nDraftMax": 3, "pMin": 0.75},
+        {"type": "ngram-simple"},
+        {"type": "ngram-map-k", "nDraftMax": 16},
+        {"type": "disabled"},
+    ],
+}
 # Model-side fields llama.cpp reads.
 MODEL_GPU_FIELDS: list[Obj] = [
     {"layers": 20},
@@ -222,6 +239,12 @@ OVERRIDE_VALUES: dict[str, dict[str, str | None]] = {
         "--reasoning-budget": "0",
         "--override-kv": "a=int:2",
         "--override-tensor": "exps=CPU",
+        "--rope-scaling": "yarn",
+        "--rope-scale": "2",
+        "--yarn-orig-ctx": "8192",
+        "--spec-type": "ngram-simple",
+        "--spec-draft-n-max": "8",
+        "--spec-draft-p-min": "0.5",
     },
 }
 # Options of the runtime we never derive: they pass through untouched.

@@ -22,11 +22,14 @@ from typing import Any
 import yaml
 from aiohttp import web
 
+from controller.resources import POD
+
 from .admission import Admission, Request
 from .apply import record_update, server_side_apply
 from .builtins import default_and_validate
 from .discovery import discovery
 from .errors import error_response
+from .eviction import evict
 from .faults import FaultBook, FaultRule
 from .openapi import openapi
 from .patches import APPLY, apply_patch
@@ -118,7 +121,10 @@ class ApiServer:
             )
         name = rest[1] if len(rest) > 1 else None
         sub = rest[2] if len(rest) > 2 else ""
-        if sub not in ("", "status", "scale") or (sub == "scale" and reg.scale is None):
+        eviction = sub == "eviction" and reg.rt == POD
+        if (sub not in ("", "status", "scale") and not eviction) or (
+            sub == "scale" and reg.scale is None
+        ):
             raise StorageError(404, "NotFound", f"unknown subresource {sub}")
         if not reg.rt.namespaced:
             namespace = None
@@ -156,7 +162,9 @@ class ApiServer:
             if request.method == "DELETE":
                 return await self.delete(target, dry_run)
             body = await self.read_body(request)
-            if request.method == "POST":
+            if request.method == "POST" and target.subresource == "eviction":
+                resp = self.evict(target, body)
+            elif request.method == "POST":
                 resp = await self.create(target, body, dry_run)
             elif request.method == "PUT":
                 resp = await self.replace(target, body, dry_run)
@@ -543,6 +551,12 @@ class ApiServer:
         deleted = self.storage.delete(t.reg.rt, t.namespace or "", t.name)
         self.collect_garbage(deleted["metadata"]["uid"])
         return _json(deleted)
+
+    def evict(self, t: Target, body: Any) -> web.Response:
+        assert t.name is not None
+        deleted = evict(self.storage, t.namespace or "", t.name, body)
+        self.collect_garbage(deleted["metadata"]["uid"])
+        return _json({"kind": "Status", "apiVersion": "v1", "status": "Success"}, status=201)
 
     # -- garbage collection --------------------------------------------------------
 

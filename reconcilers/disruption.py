@@ -1,0 +1,62 @@
+"""spec.disruption: a PodDisruptionBudget that keeps the service's pods from voluntary
+eviction (kubectl drain, cluster-autoscaler and Karpenter consolidation, which all evict
+through the API and respect budgets) while they need protecting.
+
+LLMKube protects the startup window by default (`protectStartup`, true unless turned
+off): model download and load take minutes and an eviction then starts them over. With
+`protectAlways` the protection stays. LLMKube expresses it as the karpenter.sh/
+do-not-disrupt annotation on the pod template; a template annotation that comes and goes
+with readiness would restart the pods each time it changes, so the same protection is a
+budget here (`maxUnavailable: 0`, selecting the service's pods), created while protected
+and removed otherwise. Deployment rollouts delete pods directly and are not held up.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from api import InferenceServiceSpec
+from controller.cache import Cache
+from controller.kube import KubeClient
+from controller.resources import POD_DISRUPTION_BUDGET
+
+from .apply import ensure, owned_by
+from .workload import SERVICE_LABEL, labels, owner_reference
+
+Obj = dict[str, Any]
+
+
+def protected(service: InferenceServiceSpec, ready: int, wanted: int) -> bool:
+    """Should the pods be kept from eviction now? ready/wanted: the replicas."""
+    d = service.fields.disruption
+    return d.protect_always or (d.protect_startup and wanted > 0 and ready < wanted)
+
+
+def build_budget(isvc: Obj, service: InferenceServiceSpec) -> Obj:
+    name = isvc["metadata"]["name"]
+    return {
+        "apiVersion": POD_DISRUPTION_BUDGET.api_version,
+        "kind": POD_DISRUPTION_BUDGET.kind,
+        "metadata": {
+            "name": name,
+            "namespace": isvc["metadata"]["namespace"],
+            "labels": labels(isvc, service.model_ref),
+            "ownerReferences": [owner_reference(isvc)],
+        },
+        "spec": {"selector": {"matchLabels": {SERVICE_LABEL: name}}, "maxUnavailable": 0},
+    }
+
+
+async def ensure_budget(
+    client: KubeClient, cache: Cache, isvc: Obj, service: InferenceServiceSpec, protect: bool
+) -> None:
+    """The budget while protect, else none. Raises NotOwned for a budget of that name
+    that is not ours (it is left alone)."""
+    ns, name = isvc["metadata"]["namespace"], isvc["metadata"]["name"]
+    uid = isvc["metadata"]["uid"]
+    if protect:
+        await ensure(client, cache, POD_DISRUPTION_BUDGET, build_budget(isvc, service), uid)
+        return
+    live = cache.get(POD_DISRUPTION_BUDGET, ns, name)
+    if live is not None and owned_by(live, uid):
+        await client.delete(POD_DISRUPTION_BUDGET, ns, name)
