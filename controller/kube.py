@@ -20,13 +20,11 @@ held up.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import os
 import re
 import ssl
-import time
 import urllib.parse
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
@@ -37,6 +35,7 @@ from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
 
 from . import jsondepth
+from .clock import REAL, Clock
 from .http1 import ConnectionPool, Reply
 from .resources import ResourceType
 
@@ -160,12 +159,13 @@ TRANSIENT: tuple[type[BaseException], ...] = (ApiError, aiohttp.ClientError, OSE
 class Throttle:
     """Per-path "not before" times a server asked for with Retry-After."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Clock = REAL) -> None:
+        self.clock = clock
         self._until: dict[str, float] = {}
         self.waits = 0  # requests that had to wait (tests and metrics read it)
 
     def hold(self, path: str, seconds: float) -> None:
-        until = time.monotonic() + seconds
+        until = self.clock.monotonic() + seconds
         if until > self._until.get(path, 0.0):
             self._until[path] = until
 
@@ -173,12 +173,12 @@ class Throttle:
         until = self._until.get(path)
         if until is None:
             return
-        remaining = until - time.monotonic()
+        remaining = until - self.clock.monotonic()
         if remaining <= 0:
             del self._until[path]
             return
         self.waits += 1
-        await asyncio.sleep(remaining)
+        await self.clock.sleep(remaining)
 
 
 def _ssl_context(configuration: k8s_client.Configuration) -> ssl.SSLContext:

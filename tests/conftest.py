@@ -14,6 +14,7 @@ import trustme
 from app.controllers import reconcilers
 from app.manifests import apply_text, install_crds
 from controller import logging as log_setup
+from controller.clock import REAL, Clock
 from controller.kube import ApiError, KubeClient
 from controller.manager import Manager, ManagerConfig
 from testserver.process import ApiServerProcess
@@ -37,11 +38,11 @@ async def kube(apiserver: ApiServerProcess) -> AsyncIterator[KubeClient]:
     await client.close()
 
 
-def manager_for(client: KubeClient, **overrides: Any) -> Manager:
+def manager_for(client: KubeClient, *, clock: Clock = REAL, **overrides: Any) -> Manager:
     config = ManagerConfig(http_port=0, http_host="127.0.0.1", workers=2, watch_timeout=30)
     for key, value in overrides.items():
         setattr(config, key, value)
-    return Manager(client, config, reconcilers=reconcilers())
+    return Manager(client, config, reconcilers=reconcilers(), clock=clock)
 
 
 @pytest.fixture
