@@ -27,7 +27,7 @@ class Timer(Protocol):
 
 class Clock(Protocol):
     """Time as the backoff loops see it: injected so tests can assert exact schedules
-    (tests/clock_support.FakeClock) instead of counting what fits in a wall-clock window."""
+    (tests/support/clock.py) instead of counting what fits in a wall-clock window."""
 
     def monotonic(self) -> float: ...
 

@@ -13,7 +13,6 @@ from controller.manager import Manager
 from controller.resources import DEPLOYMENT, INFERENCE_SERVICE, MODEL
 from testserver.process import ApiServerProcess
 
-from .clock_support import FakeClock
 from .conftest import (
     DRA_CLUSTER_YAML,
     eventually,
@@ -23,6 +22,7 @@ from .conftest import (
     reconciles,
     wait_condition,
 )
+from .support.clock import FakeClock
 
 Obj = dict[str, object]
 DEPLOYMENTS = "/apis/apps/v1/namespaces/default/deployments"

@@ -12,8 +12,8 @@ from controller.kube import KubeClient
 from controller.resources import POD, SERVICE
 from testserver.process import ApiServerProcess
 
-from .clock_support import FakeClock
 from .conftest import eventually
+from .support.clock import FakeClock
 
 
 def pod(name: str, ns: str = "default") -> dict[str, object]:

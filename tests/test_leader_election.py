@@ -13,8 +13,8 @@ from controller.leaderelection import LeaderElector
 from controller.resources import LEASE, MODEL, SERVICE
 from testserver.process import ApiServerProcess
 
-from .clock_support import FakeClock
 from .conftest import eventually, manager_for, model_yaml, wait_condition
+from .support.clock import FakeClock
 
 
 async def test_only_the_leader_reconciles_and_a_standby_takes_over(kube: KubeClient) -> None:

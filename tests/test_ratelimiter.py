@@ -11,7 +11,7 @@ from controller.ratelimiter import (
     default_controller_rate_limiter,
 )
 
-from .clock_support import FakeClock
+from .support.clock import FakeClock
 
 
 def test_exponential_doubles_from_5ms_to_the_1000s_cap() -> None:

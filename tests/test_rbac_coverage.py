@@ -8,7 +8,7 @@ from controller.resources import DEPLOYMENT, INFERENCE_SERVICE, POD
 from testserver.process import ApiServerProcess
 
 from .conftest import eventually, gpu_template, manager_for, model_yaml, reapply, wait_condition
-from .test_chart import render, rules_of
+from .support.chart import render, rules_of
 
 VERB_OF = {
     "GET": "get",

@@ -11,7 +11,7 @@ from controller.ratelimiter import ItemExponentialFailureRateLimiter
 from controller.workqueue import QueueShutDown, RateLimitingQueue
 from metrics.workqueue import WorkqueueMetrics
 
-from .clock_support import FakeClock
+from .support.clock import FakeClock
 
 
 def sample(registry: CollectorRegistry, metric: str, **labels: str) -> float:
