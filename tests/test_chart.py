@@ -144,6 +144,7 @@ THIRD_PARTY_CRDS = [
 ]
 
 
+@pytest.mark.server  # starts a test API server of its own
 @pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
 async def test_kubectl_applies_every_variant_in_a_server_dry_run(tmp_path: Path) -> None:
     server = await ApiServerProcess.start()
