@@ -3,6 +3,7 @@
 FROM python:3.11-slim AS build
 WORKDIR /src
 COPY pyproject.toml README.md ./
+COPY api api
 COPY app app
 COPY controller controller
 COPY reconcilers reconcilers

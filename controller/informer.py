@@ -31,6 +31,7 @@ import structlog
 
 from metrics.informer import InformerMetrics
 
+from .clock import REAL, Clock
 from .kube import INVALID, ApiError, Gone, KubeClient
 from .resources import ResourceType, object_key
 
@@ -203,8 +204,12 @@ class Informer:
         min_backoff: float = 0.2,
         max_backoff: float = 30.0,
         metrics: InformerMetrics | None = None,
+        clock: Clock = REAL,
+        jitter: Callable[[], float] = random.random,
     ) -> None:
         self.client = client
+        self.clock = clock
+        self.jitter = jitter  # in [0, 1): each backoff sleeps between half and all of it
         self.rt = rt
         self.namespace = namespace
         self.label_selector = label_selector
@@ -309,7 +314,7 @@ class Informer:
                 backoff = await self._sleep(backoff)
 
     async def _sleep(self, backoff: float, at_least: float = 0.0) -> float:
-        await asyncio.sleep(max(at_least, backoff * (0.5 + random.random() / 2)))
+        await self.clock.sleep(max(at_least, backoff * (0.5 + self.jitter() / 2)))
         return min(backoff * 2, self.max_backoff)
 
     async def _list(self) -> None:

@@ -22,7 +22,6 @@ held up.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import os
@@ -30,7 +29,6 @@ import re
 import shutil
 import ssl
 import tempfile
-import time
 import urllib.parse
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -44,6 +42,7 @@ from kubernetes_asyncio import config as k8s_config
 from metrics.rest_client import RestClientMetrics
 
 from . import jsondepth
+from .clock import REAL, Clock
 from .credentials import Credential, ExecPlugin, ExecPluginError
 from .http1 import ConnectionPool, Reply, Tunnel
 from .proxy import for_server as proxy_for_server
@@ -176,12 +175,13 @@ TRANSIENT: tuple[type[BaseException], ...] = (
 class Throttle:
     """Per-path "not before" times a server asked for with Retry-After."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Clock = REAL) -> None:
+        self.clock = clock
         self._until: dict[str, float] = {}
         self.waits = 0  # requests that had to wait (tests and metrics read it)
 
     def hold(self, path: str, seconds: float) -> None:
-        until = time.monotonic() + seconds
+        until = self.clock.monotonic() + seconds
         if until > self._until.get(path, 0.0):
             self._until[path] = until
 
@@ -189,12 +189,12 @@ class Throttle:
         until = self._until.get(path)
         if until is None:
             return
-        remaining = until - time.monotonic()
+        remaining = until - self.clock.monotonic()
         if remaining <= 0:
             del self._until[path]
             return
         self.waits += 1
-        await asyncio.sleep(remaining)
+        await self.clock.sleep(remaining)
 
 
 def _ssl_context(configuration: k8s_client.Configuration) -> ssl.SSLContext:

@@ -16,21 +16,22 @@ leader starts at once. The rules are client-go's leaderelection package:
 - Leases are written with their resourceVersion, so two candidates racing for an
   expired lease cannot both win.
 
-Clocks are injected (`clock` for deadlines, `now` for the timestamps written) so tests
-can drive time.
+Clocks are injected (`clock` for deadlines and the sleeps between tries, `jitter` for the
+acquire loop's spread, `now` for the timestamps written) so tests can assert exact
+schedules. Each request's own timeout stays on the event loop's time.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
-import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 import structlog
 
+from .clock import REAL, Clock
 from .kube import TRANSIENT, KubeClient
 from .resources import LEASE
 
@@ -59,7 +60,8 @@ class LeaderElector:
         renew_deadline: float = 10.0,
         retry_period: float = 2.0,
         on_change: Callable[[bool], None] = lambda leading: None,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Clock = REAL,
+        jitter: Callable[[], float] = random.random,
         now: Callable[[], datetime] = _utcnow,
     ) -> None:
         if not retry_period < renew_deadline < lease_duration:
@@ -73,10 +75,11 @@ class LeaderElector:
         self.retry_period = retry_period
         self.on_change = on_change
         self.clock = clock
+        self.jitter = jitter
         self.now = now
         self.leading = asyncio.Event()
         self.lost = asyncio.Event()
-        self._last_renew: float | None = None  # clock() of the last successful renewal
+        self._last_renew: float | None = None  # clock.monotonic() of the last good renewal
         self._observed: tuple[str, str, str] | None = None  # holder, renewTime, acquireTime
         self._observed_at = 0.0
         self._lease_paths = {LEASE.object_path(namespace, name), LEASE.collection_path(namespace)}
@@ -90,7 +93,7 @@ class LeaderElector:
         return (
             self.leading.is_set()
             and self._last_renew is not None
-            and self.clock() - self._last_renew < self.renew_deadline
+            and self.clock.monotonic() - self._last_renew < self.renew_deadline
         )
 
     # -- one attempt -----------------------------------------------------------------
@@ -113,7 +116,7 @@ class LeaderElector:
         )
         if record != self._observed:
             self._observed = record
-            self._observed_at = self.clock()
+            self._observed_at = self.clock.monotonic()
 
     async def try_acquire_or_renew(self) -> bool:
         lease = await self.client.get(LEASE, self.namespace, self.name)
@@ -127,13 +130,13 @@ class LeaderElector:
                     "spec": self._spec(0, None),
                 },
             )
-            self._observed_at = self.clock()
+            self._observed_at = self.clock.monotonic()
             return True
         spec = lease.get("spec") or {}
         self._observe(spec)
         holder = spec.get("holderIdentity") or ""
         duration = float(spec.get("leaseDurationSeconds") or self.lease_duration)
-        valid = self._observed_at + duration > self.clock()
+        valid = self._observed_at + duration > self.clock.monotonic()
         if holder and holder != self.identity and valid:
             return False
         transitions = int(spec.get("leaseTransitions") or 0)
@@ -157,32 +160,32 @@ class LeaderElector:
     async def run(self) -> None:
         """Acquire (retrying with jitter), then renew until a renewal misses its deadline."""
         while True:
-            started = self.clock()
+            started = self.clock.monotonic()
             if await self._attempt(self.renew_deadline):
                 break
-            await asyncio.sleep(self.retry_period * (1 + random.random() * JITTER))
+            await self.clock.sleep(self.retry_period * (1 + self.jitter() * JITTER))
         # Count the lease from when the winning request was sent: conservative.
         self._last_renew = started
         log.info("became leader", lease=self.name, identity=self.identity)
         self.leading.set()
         self.on_change(True)
         while True:
-            await asyncio.sleep(self.retry_period)
+            await self.clock.sleep(self.retry_period)
             # Each try is bounded by what is left of the deadline: a hanging request
             # cannot keep us leading past it.
             while True:
-                left = self._last_renew + self.renew_deadline - self.clock()
+                left = self._last_renew + self.renew_deadline - self.clock.monotonic()
                 if left <= 0:
                     self._lose()
                     return
                 if await self._attempt(min(left, self.retry_period * 2)):
-                    self._last_renew = self.clock()
+                    self._last_renew = self.clock.monotonic()
                     break
-                left = self._last_renew + self.renew_deadline - self.clock()
+                left = self._last_renew + self.renew_deadline - self.clock.monotonic()
                 if left <= 0:
                     self._lose()
                     return
-                await asyncio.sleep(min(self.retry_period, left))
+                await self.clock.sleep(min(self.retry_period, left))
 
     def _lose(self) -> None:
         log.error("lost leadership: no renewal within the renew deadline", lease=self.name)

@@ -29,6 +29,7 @@ from metrics import ControllerMetrics, ReconcileMetrics
 
 from . import health
 from .cache import Cache
+from .clock import REAL, Clock
 from .events import EventRecorder
 from .informer import Event, Informer
 from .kube import TRANSIENT, KubeClient
@@ -98,15 +99,19 @@ class _Hot:
 class ControllerQueues:
     """One rate-limited queue per controller, read together where the manager needs a sum."""
 
-    def __init__(self, metrics: ControllerMetrics) -> None:
+    def __init__(self, metrics: ControllerMetrics, clock: Clock = REAL) -> None:
         self.metrics = metrics
+        self.clock = clock
         self.by_controller: dict[str, RateLimitingQueue[Request]] = {}
 
     def register(self, controller: str) -> RateLimitingQueue[Request]:
         queue = self.by_controller.get(controller)
         if queue is None:
             queue = RateLimitingQueue(
-                "llmkube", metrics=self.metrics.workqueue, controller_of=lambda r: r.controller
+                "llmkube",
+                metrics=self.metrics.workqueue,
+                controller_of=lambda r: r.controller,
+                clock=self.clock,
             )
             self.by_controller[controller] = queue
         return queue
@@ -149,13 +154,15 @@ class Manager:
         metrics: ControllerMetrics | None = None,
         reconcilers: Sequence[ReconcilerFactory],
         runnables: Sequence[Runnable] = (),
+        clock: Clock = REAL,
     ) -> None:
         self.client = client
         self.config = config or ManagerConfig()
         self.metrics = metrics or ControllerMetrics()
         client.record_metrics_in(self.metrics.rest_client)
+        self.clock = clock  # the queues' delays, informers' backoff, leader election's timing
         self.cache = Cache()
-        self.queue = ControllerQueues(self.metrics)
+        self.queue = ControllerQueues(self.metrics, clock)
         self.recorder = EventRecorder(client, metrics=self.metrics.events)
         self.runnables = list(runnables)
         self.reconcilers: dict[str, Reconciler] = {}
@@ -174,6 +181,7 @@ class Manager:
                 self.config.lease_name,
                 self.config.identity,
                 on_change=self._leadership_changed,
+                clock=clock,
             )
         self._leadership_changed(False)  # a standby (or still syncing) until it reconciles
         self.http_port: int | None = None
@@ -200,6 +208,7 @@ class Manager:
                 label_selector=watch.label_selector,
                 watch_timeout=self.config.watch_timeout,
                 metrics=self.metrics.informer,
+                clock=self.clock,
             )
             self.cache.add(informer)
         elif informer.label_selector != watch.label_selector:

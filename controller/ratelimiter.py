@@ -7,11 +7,10 @@ hammer the apiserver. The delay is the larger of the two.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Hashable
+from collections.abc import Hashable
 from typing import Protocol
 
-Clock = Callable[[], float]
+from .clock import REAL, Clock
 
 
 class RateLimiter(Protocol):
@@ -49,15 +48,15 @@ class ItemExponentialFailureRateLimiter:
 class BucketRateLimiter:
     """A token bucket shared by all items; each `when` reserves one token."""
 
-    def __init__(self, qps: float = 10.0, burst: int = 100, clock: Clock = time.monotonic) -> None:
+    def __init__(self, qps: float = 10.0, burst: int = 100, clock: Clock = REAL) -> None:
         self.qps = qps
         self.burst = burst
         self.clock = clock
         self._tokens = float(burst)
-        self._last = clock()
+        self._last = clock.monotonic()
 
     def when(self, item: Hashable) -> float:
-        now = self.clock()
+        now = self.clock.monotonic()
         self._tokens = min(self.burst, self._tokens + (now - self._last) * self.qps)
         self._last = now
         self._tokens -= 1
@@ -90,8 +89,9 @@ def default_controller_rate_limiter(
     max_delay: float = 1000.0,
     qps: float = 10.0,
     burst: int = 100,
+    clock: Clock = REAL,
 ) -> MaxOfRateLimiter:
     return MaxOfRateLimiter(
         ItemExponentialFailureRateLimiter(base_delay, max_delay),
-        BucketRateLimiter(qps, burst),
+        BucketRateLimiter(qps, burst, clock),
     )

@@ -14,13 +14,13 @@ controller would.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections import deque
 from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
 from metrics.workqueue import WorkqueueMetrics
 
+from .clock import REAL, Clock, Timer
 from .ratelimiter import RateLimiter, default_controller_rate_limiter
 
 K = TypeVar("K", bound=Hashable)
@@ -51,16 +51,19 @@ class RateLimitingQueue(Generic[K]):
         rate_limiter: RateLimiter | None = None,
         metrics: WorkqueueMetrics | None = None,
         controller_of: Callable[[K], str] = lambda item: "",
+        clock: Clock = REAL,
     ) -> None:
         self.name = name
-        self.rate_limiter = rate_limiter or default_controller_rate_limiter()
+        self.clock = clock
+        self._now = clock.monotonic  # bound once: read on every add, get and done
+        self.rate_limiter = rate_limiter or default_controller_rate_limiter(clock=clock)
         self.metrics = metrics
         self.controller_of = controller_of
         self._queue: deque[K] = deque()
         self._dirty: set[K] = set()
         self._processing: dict[K, float] = {}  # item -> when a worker took it
         self._enqueued_at: dict[K, float] = {}
-        self._waiting: dict[K, tuple[float, asyncio.TimerHandle]] = {}
+        self._waiting: dict[K, tuple[float, Timer]] = {}
         self._has_items = asyncio.Event()
         self._shutting_down = False
         self._bound: dict[str, _Series] = {}
@@ -110,7 +113,7 @@ class RateLimitingQueue(Generic[K]):
 
     def _push(self, item: K, series: _Series | None) -> None:
         self._queue.append(item)
-        self._enqueued_at[item] = time.monotonic()
+        self._enqueued_at[item] = self._now()
         if series is not None:
             series.depth += 1
         self._has_items.set()
@@ -121,15 +124,14 @@ class RateLimitingQueue(Generic[K]):
         if delay <= 0:
             self.add(item)
             return
-        loop = asyncio.get_running_loop()
-        ready_at = loop.time() + delay
+        ready_at = self._now() + delay
         existing = self._waiting.get(item)
         if existing is not None:
             if existing[0] <= ready_at:
                 return
             existing[1].cancel()
-        handle = loop.call_at(ready_at, self._ready, item)
-        self._waiting[item] = (ready_at, handle)
+        timer = self.clock.call_later(delay, lambda: self._ready(item))
+        self._waiting[item] = (ready_at, timer)
 
     def _ready(self, item: K) -> None:
         self._waiting.pop(item, None)
@@ -156,7 +158,7 @@ class RateLimitingQueue(Generic[K]):
         item = self._queue.popleft()
         if not self._queue:
             self._has_items.clear()
-        now = time.monotonic()
+        now = self._now()
         enqueued = self._enqueued_at.pop(item, now)
         series = self._series(item)
         if series is not None:
@@ -170,7 +172,7 @@ class RateLimitingQueue(Generic[K]):
         started = self._processing.pop(item, None)
         series = self._series(item)
         if series is not None and started is not None:
-            series.work_duration.observe(time.monotonic() - started)
+            series.work_duration.observe(self._now() - started)
         if item in self._dirty:
             self._push(item, series)
 
@@ -187,7 +189,7 @@ class RateLimitingQueue(Generic[K]):
         assert self.metrics is not None
 
         def in_flight() -> list[float]:
-            now = time.monotonic()
+            now = self._now()
             return [
                 now - started
                 for item, started in self._processing.items()

@@ -14,12 +14,50 @@ import trustme
 from app.controllers import reconcilers
 from app.manifests import apply_text, install_crds
 from controller import logging as log_setup
+from controller.clock import REAL, Clock
 from controller.kube import ApiError, KubeClient
 from controller.manager import Manager, ManagerConfig
 from testserver.process import ApiServerProcess
 
 T = TypeVar("T")
 log_setup.configure("warning")
+
+
+# -- tiers: `make test` runs `pytest -m unit`, then (if it passed) `pytest -m server` ----------
+
+
+# The fixtures that start the test API server process (kube and controller build on
+# apiserver; the others start their own: a simulated cluster, TLS, a long history).
+SERVER_FIXTURES = frozenset(
+    {"apiserver", "cluster", "dra_cluster", "tls_apiserver", "chaos_server"}
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test is in exactly one tier. `server`: it uses one of SERVER_FIXTURES, or is
+    marked so because it starts the server another way (a bench run, the demo, inline);
+    `unit`: all the others. A unit test that starts the server fails, naming the mark."""
+    for item in items:
+        if SERVER_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.server)
+        if item.get_closest_marker("server") is None:
+            item.add_marker(pytest.mark.unit)
+
+
+@pytest.fixture(autouse=True)
+def _unit_tests_start_no_server(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A unit-tier test that starts the test API server is misfiled: say so, loudly."""
+    if request.node.get_closest_marker("server") is not None:
+        return
+
+    async def refuse(*args: object, **kwargs: object) -> ApiServerProcess:
+        raise AssertionError(
+            f"{request.node.nodeid} starts the test API server: mark it @pytest.mark.server"
+        )
+
+    monkeypatch.setattr(ApiServerProcess, "start", refuse)
 
 
 @pytest.fixture
@@ -37,11 +75,11 @@ async def kube(apiserver: ApiServerProcess) -> AsyncIterator[KubeClient]:
     await client.close()
 
 
-def manager_for(client: KubeClient, **overrides: Any) -> Manager:
+def manager_for(client: KubeClient, *, clock: Clock = REAL, **overrides: Any) -> Manager:
     config = ManagerConfig(http_port=0, http_host="127.0.0.1", workers=2, watch_timeout=30)
     for key, value in overrides.items():
         setattr(config, key, value)
-    return Manager(client, config, reconcilers=reconcilers())
+    return Manager(client, config, reconcilers=reconcilers(), clock=clock)
 
 
 @pytest.fixture

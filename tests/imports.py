@@ -2,7 +2,9 @@
 
 Run by `make lint` (`python -m tests.imports`) and by tests/test_imports.py. The layers
 are those of docs/architecture.md: app -> webhook, reconcilers -> api, controller -> metrics;
-testserver and bench depend on the product, never the reverse.
+testserver imports none of them (it has its own kinds table), bench may import all, and
+nothing imports bench or testserver. And no module of tests/ imports a test module
+(tests/test_*.py): what several share lives in conftest.py or tests/support/.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ ALLOWED: dict[str, frozenset[str]] = {
     "api": frozenset(),
     "controller": frozenset({"metrics"}),
     "metrics": frozenset(),
-    "testserver": frozenset(PRODUCT),
+    # The test server serves a cluster: its kinds are its own table (testserver/kinds.py).
+    "testserver": frozenset(),
     "bench": frozenset({*PRODUCT, "testserver"}),
 }
 OURS = frozenset(ALLOWED)
@@ -91,6 +94,21 @@ def check(root: Path = ROOT) -> tuple[list[str], list[list[str]]]:
     return sorted(upward.values()), _cycles(graph)
 
 
+def imported_test_modules(root: Path = ROOT) -> list[str]:
+    """Imports of a test module (tests/test_*.py) by any module of tests/."""
+    found: list[str] = []
+    for path in sorted((root / "tests").rglob("*.py")):
+        parts = list(path.relative_to(root).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        for target, line, _ in imports(".".join(parts), path):
+            name = target.split(".")
+            if len(name) >= 2 and name[0] == "tests" and name[1].startswith("test_"):
+                rel = str(path.relative_to(root))
+                found.append(f"{rel}:{line}: imports the test module {'.'.join(name[:2])}")
+    return sorted(set(found))
+
+
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     """Strongly connected components with more than one module (Tarjan)."""
     index: dict[str, int] = {}
@@ -132,7 +150,10 @@ def main() -> int:
         print(f"upward import: {line}")
     for cycle in cycles:
         print(f"import cycle: {' <-> '.join(cycle)}")
-    return 1 if upward or cycles else 0
+    between_tests = imported_test_modules()
+    for line in between_tests:
+        print(f"test module import: {line}")
+    return 1 if upward or cycles or between_tests else 0
 
 
 if __name__ == "__main__":

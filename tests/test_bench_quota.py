@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from bench import harness
 from bench.workload import SERVICES, SERVICES_UNDER_QUOTA, inference_service, quota_decided
 
@@ -14,6 +16,7 @@ def test_quota_workload_admits_three_in_four() -> None:
     assert not quota_decided(inference_service(1))
 
 
+@pytest.mark.server  # the test API server, through the bench harness
 async def test_services_under_a_quota_are_each_decided_once() -> None:
     result = await harness.run("product", SERVICES_UNDER_QUOTA, objects=40, workers=2)
     assert len(result.latencies_ms) == 40

@@ -15,6 +15,7 @@ async def test_queue_bench_counts_dedup() -> None:
     assert results[1].dedup == 10.0
 
 
+@pytest.mark.server  # the test API server, through the bench harness
 async def test_product_burst_sees_every_status_and_reports_memory() -> None:
     result = await harness.run("product", MODELS, objects=60, workers=2)
     assert result.objects == 60
@@ -29,17 +30,20 @@ async def test_product_burst_sees_every_status_and_reports_memory() -> None:
     assert stats["cache_bytes_per_object"] > 500  # a cached Model with its status is not tiny
 
 
+@pytest.mark.server  # the test API server, through the bench harness
 async def test_ceiling_handles_every_object() -> None:
     result = await harness.run("ceiling", MODELS, objects=60, workers=2)
     assert len(result.latencies_ms) == 60
 
 
+@pytest.mark.server  # the test API server, through the bench harness
 async def test_steady_load_creates_at_the_rate_asked() -> None:
     result = await harness.run("product", MODELS, rate=40, seconds=0.5, workers=2)
     assert result.objects == 20
     assert len(result.latencies_ms) == 20
 
 
+@pytest.mark.server  # the test API server, through the bench harness
 @pytest.mark.skipif(not harness.kopf_installed(), reason="kopf (the bench extra) not installed")
 async def test_kopf_does_the_same_job() -> None:
     result = await harness.run("kopf", MODELS, objects=20)

@@ -18,7 +18,7 @@ import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
-from helm_python.chart import Chart, lint
+from helm_python.chart import lint
 
 from app.cli import concurrency, host_path_roots
 from app.manifests import load
@@ -27,46 +27,21 @@ from metrics import ControllerMetrics
 from testserver.process import ApiServerProcess
 from webhook.server import PATH
 
+from .support.chart import (
+    CHART,
+    CRD_DIR,
+    EXAMPLES,
+    KUBE_VERSION,
+    NAMESPACE,
+    controller_args,
+    find,
+    kinds,
+    render,
+    rendered,
+    rules_of,
+)
+
 Obj = dict[str, Any]
-ROOT = Path(__file__).resolve().parent.parent
-CHART = ROOT / "charts" / "llmkube"
-CRD_DIR = CHART / "crds"
-EXAMPLES = ROOT / "examples"
-NAMESPACE = "llmkube-system"
-KUBE_VERSION = "1.34"  # resource.k8s.io/v1 is served from 1.34 on
-
-
-def rendered(values: Obj | None = None) -> dict[str, str]:
-    """Template path -> text, as `helm template` renders it (values.schema.json applies)."""
-    out: dict[str, str] = Chart.load(str(CHART)).render(
-        values=values or {}, name="llmkube", namespace=NAMESPACE
-    )
-    return out
-
-
-def render(values: Obj | None = None) -> list[Obj]:
-    out = rendered(values)
-    docs: list[Obj] = []
-    for path, text in sorted(out.items()):
-        if path.endswith(".yaml"):
-            docs.extend(load(text))
-    return docs
-
-
-def find(docs: list[Obj], kind: str, name: str | None = None) -> Obj:
-    matches = [d for d in docs if d["kind"] == kind and name in (None, d["metadata"]["name"])]
-    assert len(matches) == 1, f"{kind} {name}: {len(matches)} found"
-    return matches[0]
-
-
-def kinds(docs: list[Obj]) -> set[str]:
-    return {d["kind"] for d in docs}
-
-
-def controller_args(docs: list[Obj]) -> list[str]:
-    args: list[str] = find(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
-    return args
-
 
 VARIANTS: list[Obj] = [
     {},
@@ -169,6 +144,7 @@ THIRD_PARTY_CRDS = [
 ]
 
 
+@pytest.mark.server  # starts a test API server of its own
 @pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
 async def test_kubectl_applies_every_variant_in_a_server_dry_run(tmp_path: Path) -> None:
     server = await ApiServerProcess.start()
@@ -281,16 +257,6 @@ def test_allowed_host_path_roots_value_reaches_the_flag() -> None:
     assert host_path_roots(arg.partition("=")[2]) == ("/mnt/models", "/srv/llm")
     with pytest.raises(Exception, match="allowedHostPathRoots"):
         render({"modelSource": {"allowedHostPathRoots": ["mnt/models"]}})
-
-
-def rules_of(role: Obj) -> set[tuple[str, str, str]]:
-    return {
-        (g, r, v)
-        for rule in role["rules"]
-        for g in rule["apiGroups"]
-        for r in rule["resources"]
-        for v in rule["verbs"]
-    }
 
 
 def expand(rules: tuple[Rule, ...]) -> set[tuple[str, str, str]]:

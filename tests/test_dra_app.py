@@ -13,10 +13,10 @@ from controller.kube import KubeClient
 from controller.resources import INFERENCE_SERVICE
 
 from .conftest import eventually, gpu_template
-from .test_chart import controller_args, find, render
-from .test_kubectl_plugin import cluster, kubectl
+from .support.chart import controller_args, find, render
+from .support.plugin import cluster, kubectl
 
-__all__ = ["cluster"]  # the fixture, shared with test_kubectl_plugin
+__all__ = ["cluster"]  # the fixture, used by name
 
 
 def test_kueue_mapping_flag_repeats_and_names_the_field() -> None:

@@ -170,6 +170,7 @@ spec:
     ]
 
 
+@pytest.mark.server  # a cluster of its own, without mappings
 async def test_without_configured_mappings_classes_are_not_checked() -> None:
     async with dra_cluster() as (kube, _, _):
         await reapply(kube, gpu_template("one-gpu", 1))

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from app.manifests import EXAMPLES, apply_text
-from controller.kube import KubeClient, TooManyRequests
+from controller.kube import KubeClient, Throttle, TooManyRequests
 from controller.manager import Manager
 from controller.resources import DEPLOYMENT, INFERENCE_SERVICE, MODEL
 from testserver.process import ApiServerProcess
@@ -22,6 +22,7 @@ from .conftest import (
     reconciles,
     wait_condition,
 )
+from .support.clock import FakeClock
 
 Obj = dict[str, object]
 DEPLOYMENTS = "/apis/apps/v1/namespaces/default/deployments"
@@ -262,23 +263,33 @@ async def test_restart_mid_reconcile_converges(
 
 
 async def test_a_persistent_failure_backs_off_instead_of_hot_looping(
-    kube: KubeClient, apiserver: ApiServerProcess, controller: Manager
+    kube: KubeClient, apiserver: ApiServerProcess
 ) -> None:
-    await apiserver.fault(path="/models/stuck/status$", method="PATCH", status=500, times=-1)
-    await apply_text(kube, model_yaml("stuck", "      enabled: true\n      count: 1"))
-    await apiserver.control("DELETE", "requests")
-    await asyncio.sleep(2.0)
-    attempts = (await apiserver.requests()).get(
-        "PATCH /apis/inference.llmkube.dev/v1alpha1/namespaces/default/models/stuck/status", 0
-    )
-    # 5 ms doubling: within 2 s about nine tries (5 ms * 2**9 = 2.6 s), never hundreds.
-    assert 3 <= attempts <= 12, attempts
-    # Other objects are not held up by the stuck one.
-    await apply_text(kube, model_yaml("fine", "      enabled: true\n      count: 1"))
-    await wait_condition(kube, MODEL, "fine", "AcceleratorReady", "True")
-    await apiserver.control("DELETE", "faults")
-    # Once the fault clears, the next retry succeeds (the backoff is under 20 s by now).
-    await wait_condition(kube, MODEL, "stuck", "AcceleratorReady", "True", timeout=25)
+    """Each failed reconcile is retried once after its backoff: 5 ms doubling."""
+    clock = FakeClock()
+    manager = manager_for(kube, clock=clock)
+    await manager.start()
+    await manager.wait_synced()
+    status = "/apis/inference.llmkube.dev/v1alpha1/namespaces/default/models/stuck/status"
+    try:
+        await apiserver.fault(path="/models/stuck/status$", method="PATCH", status=500, times=-1)
+        await apiserver.control("DELETE", "requests")
+        await apply_text(kube, model_yaml("stuck", "      enabled: true\n      count: 1"))
+        delays = [await clock.next() for _ in range(8)]
+        assert delays == [0.005 * 2**i for i in range(8)]
+        await clock.waiting()  # the ninth try failed too and waits
+        assert (await apiserver.requests()).get(f"PATCH {status}", 0) == 9
+        # Other objects are not held up by the stuck one.
+        await apply_text(kube, model_yaml("fine", "      enabled: true\n      count: 1"))
+        await wait_condition(kube, MODEL, "fine", "AcceleratorReady", "True")
+        await apiserver.control("DELETE", "faults")
+        # Once the fault clears, the next retry succeeds.
+        assert clock.pending() == [0.005 * 2**8]
+        await clock.next()
+        await wait_condition(kube, MODEL, "stuck", "AcceleratorReady", "True")
+        assert clock.pending() == [], "succeeded: nothing more to retry"
+    finally:
+        await manager.stop()
 
 
 # -- 429 and Retry-After -------------------------------------------------------------
@@ -328,9 +339,15 @@ async def test_too_many_requests_is_its_own_error(
 
 
 async def test_a_throttling_server_is_not_hammered(
-    kube: KubeClient, apiserver: ApiServerProcess, controller: Manager
+    kube: KubeClient, apiserver: ApiServerProcess
 ) -> None:
-    """The controller writes a throttled status at most about once per Retry-After."""
+    """A throttled status write is sent again only once the Retry-After (1 s) has passed:
+    one write per second of the (fake) clock, through the client's retries and requeues."""
+    clock = FakeClock()
+    kube.throttle = Throttle(clock)
+    manager = manager_for(kube, clock=clock)
+    await manager.start()
+    await manager.wait_synced()
     status = "/apis/inference.llmkube.dev/v1alpha1/namespaces/default/models/m/status"
     await apiserver.fault(path=status + "$", status=429, retry_after=1, times=-1)
 
@@ -338,10 +355,15 @@ async def test_a_throttling_server_is_not_hammered(
         counts = await apiserver.requests()
         return sum(n for k, n in counts.items() if k.endswith("/models/m/status"))
 
-    await apply_text(kube, model_yaml("m", "      enabled: true\n      count: 1"))
-    await eventually(status_writes, timeout=20, what="a status write")
-    await apiserver.control("DELETE", "requests")
-    await asyncio.sleep(3)
-    writes = await status_writes()
-    # One try per second asked for (without honouring it: 9 here, 330 in 20 s in the issue).
-    assert 1 <= writes <= 5, writes
+    try:
+        await apply_text(kube, model_yaml("m", "      enabled: true\n      count: 1"))
+        sent: list[float] = []  # the clock's time at each write (nothing runs between steps)
+        await clock.waiting()
+        for _ in range(12):
+            sent += [clock.t] * (await status_writes() - len(sent))
+            await clock.next()
+            await clock.waiting()
+        assert sent == pytest.approx([1000.0 + i for i in range(len(sent))]), sent
+        assert len(sent) >= 8, sent
+    finally:
+        await manager.stop()

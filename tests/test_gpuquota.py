@@ -22,18 +22,12 @@ from .conftest import (
     two_gpu_claims,
     wait_condition,
 )
-from .conftest import (
-    isvc_yaml as service_yaml,
-)
+from .conftest import isvc_yaml as service_yaml
+from .support.quota import isvc_yaml, replicas
 
 Obj = dict[str, Any]
 COUNTED = TWO_GPU_CLAIMS
 UNCOUNTED = two_gpu_claims()
-
-
-def isvc_yaml(name: str, model: str, replicas: int, gpu: int | None = None) -> str:
-    resources = f"\n  resources: {{gpu: {gpu}}}" if gpu is not None else ""
-    return service_yaml(name, model, extra=f"  replicas: {replicas}{resources}")
 
 
 async def quota_status(kube: KubeClient, want: dict[str, Any], name: str = "team") -> Obj:
@@ -43,14 +37,6 @@ async def quota_status(kube: KubeClient, want: dict[str, Any], name: str = "team
         return q if all(status.get(k) == v for k, v in want.items()) else None
 
     return await eventually(probe, what=f"GPUQuota status {want}")
-
-
-async def replicas(kube: KubeClient, name: str, want: int) -> None:
-    async def probe() -> bool:
-        d = await kube.get(DEPLOYMENT, "default", name)
-        return bool(d and d["spec"]["replicas"] == want)
-
-    await eventually(probe, what=f"{name} at {want} replicas")
 
 
 async def test_charges_count_per_replica(kube: KubeClient, controller: Manager) -> None:

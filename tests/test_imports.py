@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .imports import check
+from .imports import check, imported_test_modules
 
 
 def test_no_upward_imports_and_no_cycles() -> None:
@@ -23,3 +23,24 @@ def test_the_check_finds_an_upward_import_and_a_cycle(tmp_path: Path) -> None:
     upward, cycles = check(tmp_path)
     assert upward == ["controller/manager.py:1: controller imports reconcilers"]
     assert cycles == [["metrics.a", "metrics.b"]]
+
+
+def test_no_module_of_tests_imports_a_test_module() -> None:
+    assert imported_test_modules() == []
+
+
+def test_the_check_finds_a_test_module_imported(tmp_path: Path) -> None:
+    (tmp_path / "tests" / "support").mkdir(parents=True)
+    (tmp_path / "tests" / "test_a.py").write_text("from .test_b import helper\n")
+    (tmp_path / "tests" / "test_c.py").write_text(
+        "from tests import test_b\nfrom . import conftest\n"
+    )
+    (tmp_path / "tests" / "support" / "x.py").write_text("from ..test_b import y\n")
+    (tmp_path / "tests" / "test_ok.py").write_text(
+        "from .support.x import y\nfrom .conftest import z\n"
+    )
+    assert imported_test_modules(tmp_path) == [
+        "tests/support/x.py:1: imports the test module tests.test_b",
+        "tests/test_a.py:1: imports the test module tests.test_b",
+        "tests/test_c.py:1: imports the test module tests.test_b",
+    ]

@@ -13,6 +13,7 @@ from controller.resources import POD, SERVICE
 from testserver.process import ApiServerProcess
 
 from .conftest import eventually
+from .support.clock import FakeClock
 
 
 def pod(name: str, ns: str = "default") -> dict[str, object]:
@@ -143,19 +144,24 @@ async def test_bookmarks_keep_the_resource_version_fresh(
 async def test_watch_errors_back_off_instead_of_hot_looping(
     client: KubeClient, apiserver: ApiServerProcess
 ) -> None:
-    informer = Informer(client, POD, min_backoff=0.05, max_backoff=0.4)
+    """Each failed watch waits, doubling from min_backoff to max_backoff; one try per wait."""
+    clock = FakeClock()
+    informer = Informer(client, POD, min_backoff=0.05, max_backoff=0.4, clock=clock)
+    # The top of the jitter range (the whole backoff) four times, then the bottom (half).
+    jitters = iter([1.0] * 4 + [0.0] * 2)
+    informer.jitter = lambda: next(jitters)
     task = await started(informer)
     try:
-        await apiserver.fault(path="/api/v1/pods", watch=True, status=500, times=-1)
-        await apiserver.control("POST", "expire-watches")  # end the healthy stream
+        await apiserver.fault(path="/api/v1/pods", watch=True, status=500, times=6)
         await apiserver.control("DELETE", "requests")
-        await asyncio.sleep(1.5)
-        attempts = (await apiserver.requests()).get("WATCH /api/v1/pods", 0)
-        # 0.05 doubling to 0.4 s (with jitter) fits about 5 to 10 tries in 1.5 s, not hundreds.
-        assert 2 <= attempts <= 15, attempts
-        await apiserver.control("DELETE", "faults")
+        await apiserver.control("POST", "expire-watches")  # end the healthy stream
+        delays = [await clock.next() for _ in range(6)]
+        assert delays == [0.05, 0.1, 0.2, 0.4, 0.2, 0.2]
         await client.create(POD, pod("recovered"))
         await eventually(lambda: asyncio.sleep(0, informer.store.get("default", "recovered")))
+        assert clock.pending() == [], "the seventh watch is served: no more waiting"
+        attempts = (await apiserver.requests()).get("WATCH /api/v1/pods", 0)
+        assert attempts == 7, "one try after each wait, not a hot loop"
     finally:
         task.cancel()
 

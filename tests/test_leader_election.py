@@ -14,10 +14,11 @@ from controller.resources import LEASE, MODEL, SERVICE
 from testserver.process import ApiServerProcess
 
 from .conftest import eventually, manager_for, model_yaml, wait_condition
+from .support.clock import FakeClock
 
 
 async def test_only_the_leader_reconciles_and_a_standby_takes_over(kube: KubeClient) -> None:
-    common = {"leader_election": True, "lease_namespace": "default"}
+    common: dict[str, Any] = {"leader_election": True, "lease_namespace": "default"}
     first = manager_for(kube, identity="first", **common)
     second = manager_for(kube, identity="second", **common)
     await first.start()
@@ -51,14 +52,6 @@ async def test_only_the_leader_reconciles_and_a_standby_takes_over(kube: KubeCli
         await second.stop()
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.t = 1000.0
-
-    def __call__(self) -> float:
-        return self.t
-
-
 async def test_an_unexpired_lease_is_not_taken(kube: KubeClient) -> None:
     """Expiry is judged by the candidate's own clock since it last saw the record change."""
     clock = FakeClock()
@@ -67,7 +60,7 @@ async def test_an_unexpired_lease_is_not_taken(kube: KubeClient) -> None:
     assert await holder.try_acquire_or_renew()
     assert not await other.try_acquire_or_renew()
     assert await holder.try_acquire_or_renew(), "the holder renews"
-    clock.t += 14
+    clock.advance(14)
     assert not await other.try_acquire_or_renew(), "renewed 14 s ago: still valid"
     lease = await kube.get(LEASE, "default", "l")
     assert lease is not None
@@ -76,7 +69,7 @@ async def test_an_unexpired_lease_is_not_taken(kube: KubeClient) -> None:
     await kube.replace(LEASE, lease)
     assert not await other.try_acquire_or_renew()
     # ...the record not changing for a whole lease duration does.
-    clock.t += 15.1
+    clock.advance(15.1)
     assert await other.try_acquire_or_renew()
     lease = await kube.get(LEASE, "default", "l")
     assert lease is not None and lease["spec"]["holderIdentity"] == "other"
@@ -130,6 +123,70 @@ async def test_a_leader_whose_renewals_hang_stops_before_the_standby_leads(
         await asyncio.gather(*tasks, return_exceptions=True)
         await first_client.close()
         await second_client.close()
+
+
+async def test_a_candidate_retries_on_the_jittered_period_until_the_lease_expires(
+    kube: KubeClient,
+) -> None:
+    """retry_period * (1 + jitter * 1.2) between tries; it leads on the first try at which
+    the record has not changed for a lease duration (15 s) by its own clock."""
+    clock = FakeClock()
+    holder = LeaderElector(kube, "default", "sched", "holder", clock=clock)
+    assert await holder.try_acquire_or_renew()  # at 1000, and never renewed
+    candidate = LeaderElector(
+        kube, "default", "sched", "candidate", clock=clock, jitter=lambda: 0.5
+    )
+    task = asyncio.create_task(candidate.run())
+    try:
+        delays = [await clock.next() for _ in range(4)]  # tries at 1003.2 ... 1012.8
+        assert delays == pytest.approx([3.2] * 4)  # 2 s * (1 + 0.5 * 1.2)
+        assert not candidate.leading.is_set()
+        assert await clock.next() == pytest.approx(3.2)  # 1016: expired
+        await asyncio.wait_for(candidate.leading.wait(), 10)
+        assert clock.pending() == [2.0], "leading: the next renewal is one retry_period away"
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_renewals_every_retry_period_and_leadership_ends_at_the_deadline(
+    apiserver: ApiServerProcess,
+) -> None:
+    """Renewals every 2 s; once they fail, retries every 2 s (bounded by what is left) and
+    leadership ends exactly renew_deadline (10 s) after the last good renewal."""
+    clock = FakeClock()
+    client = await KubeClient.connect(apiserver.url, user_agent="llmkube/leader")
+    events: list[tuple[float, bool]] = []
+    elector = LeaderElector(
+        client,
+        "default",
+        "deadline",
+        "leader",
+        clock=clock,
+        on_change=lambda leading: events.append((clock.t, leading)),
+    )
+    client.fence = elector.may_write
+    task = asyncio.create_task(elector.run())
+    try:
+        await asyncio.wait_for(elector.leading.wait(), 10)
+        assert events == [(1000.0, True)]
+        assert await clock.next() == 2.0
+        await clock.waiting()  # renewed at 1002, asleep until the next
+        await apiserver.fault(
+            path="/leases/deadline$", agent="llmkube/leader", status=500, times=-1
+        )
+        delays = [await clock.next() for _ in range(4)]  # 1004 (fails), 1006, 1008, 1010
+        assert delays == [2.0] * 4
+        assert elector.may_write("/api/v1/namespaces/default/services/x"), "8 s since the renewal"
+        assert events == [(1000.0, True)]
+        assert await clock.next() == 2.0  # 1012: 10 s after the renewal at 1002
+        await asyncio.wait_for(elector.lost.wait(), 10)
+        assert events == [(1000.0, True), (1012.0, False)]
+        assert not elector.may_write("/api/v1/namespaces/default/services/x")
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await client.close()
 
 
 def service_obj(name: str) -> dict[str, object]:

@@ -80,6 +80,7 @@ def _requires(wheel: Path) -> str:
         )
 
 
+@pytest.mark.server  # the demo starts the test API server
 def test_demo_runs_from_an_empty_directory_after_installing_the_wheels(
     wheels: dict[str, Path], tmp_path: Path
 ) -> None:

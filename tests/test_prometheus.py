@@ -38,7 +38,7 @@ from controller.resources import GPU_QUOTA, INFERENCE_SERVICE
 from testserver.process import ApiServerProcess
 
 from .conftest import eventually, quota_yaml
-from .test_chart import CHART, NAMESPACE, find, render
+from .support.chart import CHART, NAMESPACE, find, render
 
 Obj = dict[str, Any]
 PROMETHEUS = shutil.which("prometheus")

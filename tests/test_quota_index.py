@@ -41,7 +41,7 @@ from reconcilers.quota import (
 from testserver.process import ApiServerProcess
 
 from .conftest import eventually, quota_yaml, reapply
-from .test_gpuquota import isvc_yaml, replicas
+from .support.quota import isvc_yaml, replicas
 
 Obj = dict[str, Any]
 GROUP = "/apis/inference.llmkube.dev/v1alpha1"

@@ -11,13 +11,7 @@ from controller.ratelimiter import (
     default_controller_rate_limiter,
 )
 
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
+from .support.clock import FakeClock
 
 
 def test_exponential_doubles_from_5ms_to_the_1000s_cap() -> None:
@@ -48,7 +42,7 @@ def test_bucket_allows_the_burst_then_10_per_second() -> None:
     # Tokens are reserved: the next ones queue up 0.1 s apart.
     assert bucket.when(100) == pytest.approx(0.1)
     assert bucket.when(101) == pytest.approx(0.2)
-    clock.now = 10.0  # 100 tokens refill, less the two already reserved
+    clock.advance(10.0)  # 100 tokens refill, less the two already reserved
     assert bucket.when(102) == 0.0
     assert [bucket.when(i) for i in range(97)] == [0.0] * 97
     assert bucket.when("over") > 0

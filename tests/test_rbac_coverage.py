@@ -19,7 +19,7 @@ from .conftest import (
     wait_condition,
 )
 from .dra_cluster import dra_cluster
-from .test_chart import render, rules_of
+from .support.chart import render, rules_of
 
 VERB_OF = {
     "GET": "get",

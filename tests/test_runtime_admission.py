@@ -11,7 +11,7 @@ from controller.kube import ApiError, KubeClient
 from controller.resources import MODEL
 from webhook.server import WebhookServer
 
-from .test_webhook import admission_review, ca, post, webhook, with_gpu
+from .support.webhook import admission_review, ca, post, webhook, with_gpu
 
 __all__ = ["ca", "webhook"]  # the fixtures, used by name
 Obj = dict[str, Any]

@@ -12,7 +12,7 @@ import pytest
 from api import parse_inference_service, parse_model
 from reconcilers import images
 
-from .test_chart import find, render
+from .support.chart import find, render
 
 Obj = dict[str, Any]
 SCHEMA = Path(__file__).parents[1] / "charts" / "llmkube" / "values.schema.json"

@@ -25,7 +25,7 @@ from testserver.process import ApiServerProcess
 from webhook.server import PATH, WebhookServer, start_webhook
 
 from .conftest import TWO_GPU_CLAIMS, isvc_yaml, model_yaml, write_serving_cert
-from .test_chart import find, render
+from .support.chart import find, render
 from .testserver_support import call, kubectl
 
 Obj = dict[str, Any]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from controller.resources import BUILTIN_TYPES
+from testserver.kinds import BUILTINS
 from testserver.process import ApiServerProcess
 
 from .conftest import eventually
@@ -153,3 +155,16 @@ async def test_gc_collects_dependents_of_missing_owners(apiserver: ApiServerProc
     await call(url, "POST", CMS, kept)
     await asyncio.sleep(0.2)
     assert "kept" in await names(url, CMS)
+
+
+def test_the_server_serves_every_built_in_kind_the_controller_uses() -> None:
+    """The server's own kinds table agrees with the controller's on each kind it uses."""
+    served = {(b.rt.group, b.rt.version, b.rt.plural): b.rt for b in BUILTINS}
+    for rt in BUILTIN_TYPES:
+        ours = served.get((rt.group, rt.version, rt.plural))
+        assert ours is not None, f"{rt.plural}.{rt.group} is not served"
+        assert (ours.kind, ours.namespaced, ours.api_version) == (
+            rt.kind,
+            rt.namespaced,
+            rt.api_version,
+        ), rt

@@ -18,89 +18,11 @@ from app.manifests import EXAMPLES, load
 from webhook.server import PATH, Limits, WebhookServer, start_webhook
 
 from .conftest import eventually, write_serving_cert
+from .support.webhook import admission_review, ca, post, seed_model, webhook, with_gpu
+
+__all__ = ["ca", "webhook"]  # the fixtures, shared with test_runtime_admission
 
 Obj = dict[str, Any]
-
-
-@pytest.fixture
-def ca() -> trustme.CA:
-    return trustme.CA()
-
-
-@pytest.fixture
-async def webhook(ca: trustme.CA, tmp_path: Path) -> AsyncIterator[WebhookServer]:
-    write_serving_cert(ca, tmp_path)
-    models = {("default", "qwen3-32b"): seed_model()}
-    server = await start_webhook(
-        str(tmp_path), 0, host="127.0.0.1", lookup=lambda ns, name: models.get((ns, name))
-    )
-    yield server
-    await server.cleanup()
-
-
-async def post(
-    server: WebhookServer, ca: trustme.CA, body: bytes | str, content_type: str = "application/json"
-) -> tuple[int, Obj]:
-    context = ssl.create_default_context()
-    ca.configure_trust(context)
-    data = body.encode() if isinstance(body, str) else body
-    async with (
-        aiohttp.ClientSession() as s,
-        s.post(
-            f"https://127.0.0.1:{server.port}{PATH}",
-            data=data,
-            ssl=context,
-            headers={"Content-Type": content_type},
-        ) as r,
-    ):
-        return r.status, await r.json()
-
-
-def admission_review(obj: Obj | None, operation: str = "CREATE", old: Obj | None = None) -> str:
-    kind = (obj or old or {}).get("kind", "Model")
-    plural = {"Model": "models", "InferenceService": "inferenceservices", "GPUQuota": "gpuquotas"}[
-        kind
-    ]
-    name = (obj or old or {}).get("metadata", {}).get("name", "x")
-    return json.dumps(
-        {
-            "apiVersion": "admission.k8s.io/v1",
-            "kind": "AdmissionReview",
-            "request": {
-                "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
-                "kind": {"group": "inference.llmkube.dev", "version": "v1alpha1", "kind": kind},
-                "resource": {
-                    "group": "inference.llmkube.dev",
-                    "version": "v1alpha1",
-                    "resource": plural,
-                },
-                "requestKind": {
-                    "group": "inference.llmkube.dev",
-                    "version": "v1alpha1",
-                    "kind": kind,
-                },
-                "name": name,
-                "namespace": "default",
-                "operation": operation,
-                "userInfo": {"username": "admin", "groups": ["system:authenticated"]},
-                "object": obj,
-                "oldObject": old,
-                "dryRun": False,
-                "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"},
-            },
-        }
-    )
-
-
-def seed_model() -> Obj:
-    docs = load((EXAMPLES / "multi-gpu.yaml").read_text())
-    return next(d for d in docs if d["kind"] == "Model")
-
-
-def with_gpu(**gpu: Any) -> Obj:
-    model = seed_model()
-    model["spec"]["hardware"]["gpu"].update(gpu)
-    return model
 
 
 async def test_seed_examples_are_admitted(webhook: WebhookServer, ca: trustme.CA) -> None:

@@ -11,6 +11,8 @@ from controller.ratelimiter import ItemExponentialFailureRateLimiter
 from controller.workqueue import QueueShutDown, RateLimitingQueue
 from metrics.workqueue import WorkqueueMetrics
 
+from .support.clock import FakeClock
+
 
 def sample(registry: CollectorRegistry, metric: str, **labels: str) -> float:
     value = registry.get_sample_value(metric, labels)
@@ -76,31 +78,48 @@ async def test_one_worker_per_key_under_concurrency() -> None:
 
 
 async def test_add_after_keeps_the_earliest_delay() -> None:
-    q: RateLimitingQueue[str] = RateLimitingQueue("t")
+    clock = FakeClock()
+    q: RateLimitingQueue[str] = RateLimitingQueue("t", clock=clock)
     q.add_after("a", 10)
     q.add_after("a", 0.02)
     q.add_after("a", 5)
     assert q.waiting == 1
+    assert clock.pending() == [0.02], "the later ones are dropped, the 10 s one cancelled"
+    clock.advance(0.01)
+    assert len(q) == 0
+    assert await clock.next() == 0.02
+    assert len(q) == 1 and q.waiting == 0
     assert await asyncio.wait_for(q.get(), 1) == "a"
-    assert q.waiting == 0
+    assert clock.pending() == []
 
 
 async def test_rate_limited_retries_back_off_and_forget_resets() -> None:
+    clock = FakeClock()
     q: RateLimitingQueue[str] = RateLimitingQueue(
-        "t", rate_limiter=ItemExponentialFailureRateLimiter(0.02, 1)
+        "t", rate_limiter=ItemExponentialFailureRateLimiter(0.02, 1), clock=clock
     )
-    loop = asyncio.get_running_loop()
     delays = []
-    for _ in range(3):
-        start = loop.time()
+    for _ in range(7):
         q.add_rate_limited("a")
-        item = await asyncio.wait_for(q.get(), 2)
-        delays.append(loop.time() - start)
+        assert q.waiting == 1 and len(q) == 0
+        delays.append(await clock.next())
+        item = await asyncio.wait_for(q.get(), 1)
         q.done(item)
-    assert q.num_requeues("a") == 3
-    assert delays[0] >= 0.019 and delays[1] >= 0.039 and delays[2] >= 0.079
+    assert delays == [0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.0]  # doubling to the cap
+    assert q.num_requeues("a") == 7
     q.forget("a")
     assert q.num_requeues("a") == 0
+    q.add_rate_limited("a")
+    assert clock.pending() == [0.02], "forget starts the backoff over"
+
+
+async def test_the_default_limiter_runs_on_the_queue_clock() -> None:
+    """Past the bucket's burst of 100, retries of different items queue up 0.1 s apart."""
+    clock = FakeClock()
+    q: RateLimitingQueue[int] = RateLimitingQueue("t", clock=clock)
+    for i in range(102):
+        q.add_rate_limited(i)
+    assert clock.pending() == [0.005] * 100 + [0.1, 0.2]
 
 
 async def test_shutdown_wakes_waiting_workers() -> None:
@@ -122,6 +141,7 @@ async def test_metrics_follow_depth_adds_retries_and_durations() -> None:
         metrics=WorkqueueMetrics(registry),
         controller_of=lambda k: k[0],
         rate_limiter=ItemExponentialFailureRateLimiter(0.001, 0.01),
+        clock=FakeClock(),
     )
     q.add(("model", "a"))
     q.add(("model", "a"))
@@ -130,14 +150,23 @@ async def test_metrics_follow_depth_adds_retries_and_durations() -> None:
     labels = {"name": "model", "controller": "model"}
     assert sample(registry, "workqueue_depth", **labels) == 1
     assert sample(registry, "workqueue_adds_total", **labels) == 1  # the duplicate is not an add
+    clock = q.clock
+    assert isinstance(clock, FakeClock)
+    clock.advance(0.25)  # waited in the queue
     item = await q.get()
     assert sample(registry, "workqueue_depth", **labels) == 0
-    await asyncio.sleep(0.02)
-    assert sample(registry, "workqueue_unfinished_work_seconds", **labels) >= 0.02
-    assert sample(registry, "workqueue_longest_running_processor_seconds", **labels) >= 0.02
+    clock.advance(1.5)  # worked on
+    assert sample(registry, "workqueue_unfinished_work_seconds", **labels) == pytest.approx(1.5)
+    assert sample(registry, "workqueue_longest_running_processor_seconds", **labels) == (
+        pytest.approx(1.5)
+    )
     q.done(item)
     assert sample(registry, "workqueue_work_duration_seconds_count", **labels) == 1
+    assert sample(registry, "workqueue_work_duration_seconds_sum", **labels) == pytest.approx(1.5)
     assert sample(registry, "workqueue_queue_duration_seconds_count", **labels) == 1
+    assert sample(registry, "workqueue_queue_duration_seconds_sum", **labels) == (
+        pytest.approx(0.25)
+    )
     q.add_rate_limited(("model", "a"))
     assert sample(registry, "workqueue_retries_total", **labels) == 1
     assert sample(registry, "workqueue_depth", name="gpuquota", controller="gpuquota") == 1

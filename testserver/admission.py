@@ -18,12 +18,8 @@ from typing import Any
 
 import aiohttp
 
-from controller.resources import NAMESPACE, ResourceType
-
-from .registry import EXTRA_BUILTINS
+from .kinds import NAMESPACE, WEBHOOKS, ResourceType
 from .storage import Obj, Storage, StorageError
-
-WEBHOOKS = next(rt for rt in EXTRA_BUILTINS if rt.kind == "ValidatingWebhookConfiguration")
 
 
 @dataclass

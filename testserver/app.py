@@ -22,8 +22,6 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from controller.resources import POD
-
 from .admission import Admission, Request
 from .apply import record_update, server_side_apply
 from .builtins import default_and_validate
@@ -31,6 +29,7 @@ from .discovery import discovery
 from .errors import error_response
 from .eviction import evict
 from .faults import FaultBook, FaultRule
+from .kinds import POD
 from .openapi import openapi
 from .patches import APPLY, apply_patch
 from .protobuf import PROTOBUF, decode

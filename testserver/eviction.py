@@ -10,8 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from controller.resources import POD, POD_DISRUPTION_BUDGET
-
+from .kinds import POD, POD_DISRUPTION_BUDGET
 from .storage import Obj, Storage, StorageError
 
 

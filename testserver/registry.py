@@ -5,66 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from controller.resources import BUILTIN_TYPES, CRD, ResourceType
-
+from .kinds import BUILTINS, CRD, ResourceType
 from .schema import VersionSchema
 from .storage import WatchEvent, type_id
 
 Obj = dict[str, Any]
-
-# Kinds a cluster serves beyond those the controller uses: what a chart installs.
-EXTRA_BUILTINS = (
-    ResourceType("", "v1", "serviceaccounts", "ServiceAccount"),
-    ResourceType("", "v1", "configmaps", "ConfigMap"),
-    ResourceType("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False),
-    ResourceType(
-        "rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", False
-    ),
-    ResourceType("rbac.authorization.k8s.io", "v1", "roles", "Role"),
-    ResourceType("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding"),
-    ResourceType(
-        "admissionregistration.k8s.io",
-        "v1",
-        "validatingwebhookconfigurations",
-        "ValidatingWebhookConfiguration",
-        False,
-    ),
-)
-# Built-in kinds whose status is not a subresource.
-_WITHOUT_STATUS = {
-    "events",
-    "leases",
-    "secrets",
-    "resourceclaimtemplates",
-    "deviceclasses",
-    "serviceaccounts",
-    "configmaps",
-    "clusterroles",
-    "clusterrolebindings",
-    "roles",
-    "rolebindings",
-    "validatingwebhookconfigurations",
-}
-# Built-ins' short names and categories, as kube-apiserver's discovery lists them.
-_SHORT_NAMES = {
-    "pods": ["po"],
-    "services": ["svc"],
-    "namespaces": ["ns"],
-    "nodes": ["no"],
-    "events": ["ev"],
-    "configmaps": ["cm"],
-    "serviceaccounts": ["sa"],
-    "deployments": ["deploy"],
-    "replicasets": ["rs"],
-    "customresourcedefinitions": ["crd", "crds"],
-}
-_CATEGORIES = {
-    "pods": ["all"],
-    "services": ["all"],
-    "deployments": ["all"],
-    "replicasets": ["all"],
-}
-_SCALABLE_BUILTINS = {"deployments", "replicasets"}
 
 
 @dataclass
@@ -92,16 +37,14 @@ class Registered:
 class Registry:
     def __init__(self) -> None:
         self.types: dict[tuple[str, str, str], Registered] = {}
-        for rt in (*BUILTIN_TYPES, *EXTRA_BUILTINS):
+        for builtin in BUILTINS:
             self.add(
                 Registered(
-                    rt,
-                    has_status=rt.plural not in _WITHOUT_STATUS,
-                    short_names=_SHORT_NAMES.get(rt.plural, []),
-                    categories=_CATEGORIES.get(rt.plural, []),
-                    scale=Scale(".spec.replicas", ".status.replicas")
-                    if rt.plural in _SCALABLE_BUILTINS
-                    else None,
+                    builtin.rt,
+                    has_status=builtin.status,
+                    short_names=list(builtin.short_names),
+                    categories=list(builtin.categories),
+                    scale=Scale(".spec.replicas", ".status.replicas") if builtin.scale else None,
                 )
             )
 

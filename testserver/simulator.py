@@ -33,7 +33,13 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from controller.resources import (
+from .dra_allocator import (
+    AllocationError,
+    allocate,
+    extended_resource_classes,
+    node_devices,
+)
+from .kinds import (
     DEPLOYMENT,
     DEVICE_CLASS,
     NODE,
@@ -42,13 +48,6 @@ from controller.resources import (
     RESOURCE_CLAIM_TEMPLATE,
     RESOURCE_SLICE,
     ResourceType,
-)
-
-from .dra_allocator import (
-    AllocationError,
-    allocate,
-    extended_resource_classes,
-    node_devices,
 )
 from .storage import Obj, Storage, StorageError, WatchEvent, now_iso, type_id
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar, cast
 
-from controller.resources import ResourceType
+from .kinds import ResourceType
 
 Obj = dict[str, Any]
 T = TypeVar("T")

@@ -13,10 +13,9 @@ from collections.abc import Callable
 
 from aiohttp import web
 
-from controller.resources import ResourceType
-
 from .errors import status_body
 from .faults import FaultRule
+from .kinds import ResourceType
 from .selectors import field_matcher, label_matcher
 from .storage import Obj, Storage, StorageError, WatchEvent
 

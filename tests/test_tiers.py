@@ -1,0 +1,46 @@
+"""`make test` runs `pytest -m unit`, then `pytest -m server`: together, every test once.
+
+A tier that selects nothing exits with code 5, which the Makefile lets pass (a tier may
+legitimately be empty while running a subset); these checks make sure neither is empty
+by mistake, and that a misfiled unit test cannot start the test API server.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from testserver.process import ApiServerProcess
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def collected(*args: str) -> set[str]:
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode in (0, 5), run.stdout[-2000:] + run.stderr[-2000:]
+    return {line for line in run.stdout.splitlines() if "::" in line}
+
+
+def test_the_two_tiers_hold_every_test_exactly_once() -> None:
+    everything = collected()
+    unit = collected("-m", "unit")
+    server = collected("-m", "server")
+    assert len(unit) > 100 and len(server) > 100, (len(unit), len(server))
+    assert unit.isdisjoint(server)
+    assert unit | server == everything
+    assert "tests/test_tiers.py::test_the_two_tiers_hold_every_test_exactly_once" in unit
+    assert any(t.startswith("tests/test_chaos.py::") for t in server)
+
+
+async def test_a_unit_test_that_starts_the_server_is_told_to_mark_itself() -> None:
+    with pytest.raises(AssertionError, match=r"mark it @pytest.mark.server"):
+        await ApiServerProcess.start()
