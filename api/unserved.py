@@ -154,7 +154,12 @@ def _runtime_config_paths(spec: Obj) -> list[str]:
 
 def model_fields(spec: Any) -> list[str]:
     """The paths of the Model fields this spec sets that llmkube-py does not serve."""
-    return _set_paths(spec, MODEL) if isinstance(spec, dict) else []
+    if not isinstance(spec, dict):
+        return []
+    paths = _set_paths(spec, MODEL)
+    if str(spec.get("source") or "").startswith("s3://"):  # the loader's credentials
+        paths = [p for p in paths if p != "spec.sourceSecretRef"]
+    return paths
 
 
 def inference_service_fields(spec: Any) -> list[str]:

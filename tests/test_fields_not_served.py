@@ -31,7 +31,9 @@ def sample(name: str) -> dict[str, Any]:
 
 def test_samples_name_what_they_set() -> None:
     s3 = sample("model_s3_source.yaml")
-    assert "spec.sourceSecretRef" in model_fields(s3["spec"])
+    assert "spec.sourceSecretRef" not in model_fields(s3["spec"]), "the s3 loader's keys"
+    gated = {"source": "hf://org/gated", "sourceSecretRef": {"name": "hf"}}
+    assert model_fields(gated) == ["spec.sourceSecretRef"]
     # What the API server defaults into every object is no request of the user's.
     assert inference_service_fields({"modelRef": "m", "bindAddress": "::"}) == []
     assert inference_service_fields({"modelRef": "m", "priority": "normal"}) == []
