@@ -29,7 +29,15 @@ log_setup.configure("warning")
 # The fixtures that start the test API server process (kube and controller build on
 # apiserver; the others start their own: a simulated cluster, TLS, a long history).
 SERVER_FIXTURES = frozenset(
-    {"apiserver", "cluster", "dra_cluster", "tls_apiserver", "chaos_server"}
+    {
+        "apiserver",
+        "cluster",
+        "dra_cluster",
+        "tls_apiserver",
+        "chaos_server",
+        "secured",
+        "tls_server",
+    }
 )
 
 

@@ -220,6 +220,7 @@ def test_an_expiry_is_refreshed_a_little_early() -> None:
     assert parse_exec_credential(out, V1, 0.0).refresh_at == 90.0  # at most 10 s early
 
 
+@pytest.mark.server
 async def test_a_client_certificate_from_the_plugin_is_renewed(tmp_path: Path) -> None:
     ca = trustme.CA()
     ca.issue_cert("127.0.0.1").private_key_and_cert_chain_pem.write_to_path(

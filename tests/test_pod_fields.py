@@ -212,6 +212,7 @@ async def budget(kube: KubeClient, name: str, present: bool) -> None:
     await eventually(probe, what=f"PodDisruptionBudget {name} {'present' if present else 'gone'}")
 
 
+@pytest.mark.server
 async def test_disruption_budget_protects_startup_or_always() -> None:
     async with dra_cluster(gpus=0, plugin=0) as (kube, _manager, _server):
         # No GPU in the cluster: the pod never starts, its startup stays protected.
@@ -251,6 +252,7 @@ async def test_disruption_budget_protects_startup_or_always() -> None:
         await budget(kube, "cpu", present=False)
 
 
+@pytest.mark.server
 async def test_pods_older_than_max_lifetime_are_recycled() -> None:
     async with dra_cluster(gpus=0, plugin=0) as (kube, _manager, _server):
         await apply_text(kube, CPU_MODEL)

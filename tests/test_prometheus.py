@@ -208,6 +208,7 @@ async def controller_on_a_dra_cluster() -> AsyncIterator[tuple[KubeClient, Manag
         await server.stop()
 
 
+@pytest.mark.server
 async def test_prometheus_evaluates_every_dashboard_query_and_alert(tmp_path: Path) -> None:
     rules = chart_rules()
     async with (
@@ -268,6 +269,7 @@ async def test_prometheus_evaluates_every_dashboard_query_and_alert(tmp_path: Pa
             ), rule
 
 
+@pytest.mark.server
 async def test_namespace_label_on_each_scrape_path(tmp_path: Path) -> None:
     async with (
         controller_on_a_dra_cluster() as (_, manager),

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+import pytest
+
 from app.manifests import EXAMPLES, apply_text
 from controller.kube import KubeClient
 from controller.resources import DEPLOYMENT, EVENT, INFERENCE_SERVICE, POD, POD_DISRUPTION_BUDGET
@@ -166,6 +168,7 @@ def forbidden(requests: Iterable[str]) -> set[tuple[str, str, str]]:
     return used - allowed - test_writes
 
 
+@pytest.mark.server
 async def test_pod_recycling_requests_are_covered_by_the_chart_rbac() -> None:
     """maxPodLifetimeSeconds evicts pods: pods/eviction create, on a cluster that runs them."""
     async with dra_cluster(gpus=0, plugin=0) as (kube, manager, server):
