@@ -6,7 +6,7 @@ llmkube-py extensions); the InferenceService reconciler enforces, from the same
 allocation, by scaling a service no further than its admitted replicas.
 
 A quota is reconciled again when it changes, and when the admission of a service it
-covers changes (quota.admission_changes): not on every status write of its services.
+covers changes (quota_index.admission_changes): not on every status write of its services.
 """
 
 from __future__ import annotations
@@ -21,14 +21,14 @@ from controller.resources import GPU_QUOTA, INFERENCE_SERVICE, MODEL, ResourceTy
 
 from .conditions import Condition
 from .context import Context
-from .quota import (
-    Allocation,
+from .quota_index import (
     admission_changes,
     namespace_allocations,
     quota_index,
     quota_key,
     quota_scope,
 )
+from .quota_rule import Allocation
 
 # Rows in status.services: a status must stay far below etcd's 1.5 MiB request limit
 # (a row is ~200 bytes), or every write of it fails once a namespace grows large.

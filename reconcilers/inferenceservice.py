@@ -53,7 +53,7 @@ from .context import Context
 from .devices import allocation_status, device_classes, model_demand, templates
 from .gpu import DEFAULT_RESOURCE_NAMES, attachment_kind, replica_charge
 from .kueue import KueueSettings, kueue_status, label_workload, queue_name
-from .quota import admission_changes, namespace_allocations
+from .quota_index import admission_changes, namespace_allocations
 from .runtime_checks import Problem, runtime_problems
 from .runtimes import RuntimeCommand, runtime_command
 from .workload import (

@@ -8,7 +8,7 @@ from controller.kube import KubeClient
 from controller.manager import Manager
 from controller.resources import DEPLOYMENT, GPU_QUOTA, INFERENCE_SERVICE
 from reconcilers.gpuquota import MAX_ROWS, shown_rows
-from reconcilers.quota import Allocation
+from reconcilers.quota_rule import Allocation
 from testserver.process import ApiServerProcess
 
 from .conftest import (

@@ -27,17 +27,15 @@ from controller.resources import (
     ResourceType,
     object_key,
 )
-from reconcilers.quota import (
-    Allocation,
-    Demand,
+from reconcilers.quota_index import (
     Quotas,
     _Scope,
     admission_changes,
-    allocate,
     namespace_allocations,
     quota_index,
     recomputed_allocations,
 )
+from reconcilers.quota_rule import Allocation, Demand, allocate
 from testserver.process import ApiServerProcess
 
 from .conftest import eventually, quota_yaml, reapply

@@ -1,38 +1,27 @@
-"""GPUQuota accounting: which services each quota covers, and how many replicas fit.
+"""GPUQuota coverage and admission, kept up to date from the cache's events.
 
 A GPUQuota covers the InferenceServices of `spec.namespaceRef`, or, with
-`spec.selector`, those in its own namespace whose pods carry matching labels. Services
-are served first come, first served (creation time, then name), so an older service is
-never scaled down to make room for a newer one; a service under several quotas gets
-what fits under all of them. A service whose replicas cost nothing is admitted in full.
+`spec.selector`, those in its own namespace whose pods carry matching labels. What
+each service is admitted is quota_rule's answer.
 
-One replica is charged the guide's GPU count (`replica_charge`), except a claims
-service whose devices DRA has allocated: it is charged what its pods really hold,
-`status.allocation.devicesPerPod` (ceil(allocatedDevices / allocatedPods), kept by the
-InferenceService while its pods are gone so that the charge does not flip back).
-
-`allocate` is the rule, over a whole namespace at once. `QuotaIndex` keeps the same
-result up to date from the cache's events in linear time: each spec is parsed once
-per generation (the cache's parse memo), each namespace under a quota keeps its
-services in admission order with what was left before each one's turn, and a change
-re-admits from the changed service's place only until the leftovers are again what
-they were. It records which services' admission changed, so that only those are
-reconciled again (`admission_changes`).
+`QuotaIndex` keeps that answer in linear time: each spec is parsed once per generation
+(the cache's parse memo), each namespace under a quota keeps its services in admission
+order with what was left before each one's turn, and a change re-admits from the
+changed service's place only until the leftovers are again what they were. It records
+which services' admission changed, so that only those are reconciled again
+(`admission_changes`).
 """
 
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass
 from typing import Any
 
 import structlog
 
 from api import (
     GPUQuotaSpec,
-    InferenceServiceSpec,
     InvalidSpec,
-    ModelSpec,
     parse_gpu_quota,
     parse_inference_service,
     parse_model,
@@ -41,87 +30,19 @@ from controller.cache import Cache
 from controller.informer import DELETED, Event
 from controller.resources import GPU_QUOTA, INFERENCE_SERVICE, MODEL, object_key
 
-from .gpu import replica_charge
+from .quota_rule import (
+    Allocation,
+    Demand,
+    NamespaceQuota,
+    admit,
+    allocate,
+    allocated_devices,
+    charge_per_replica,
+)
 from .workload import pod_labels
 
 Obj = dict[str, Any]
 log = structlog.get_logger("quota")
-
-
-@dataclass(frozen=True)
-class Demand:
-    name: str
-    created: str
-    replicas: int
-    gpus_per_replica: int
-    quotas: tuple[str, ...] = ()  # keys of the quotas covering it
-    allocated_gpus: int = 0  # devices DRA allocated to its pods (status.allocation)
-
-
-@dataclass(frozen=True)
-class Allocation:
-    name: str
-    requested_replicas: int
-    admitted_replicas: int
-    gpus_per_replica: int
-    quotas: tuple[str, ...] = ()
-    allocated_gpus: int = 0
-
-    @property
-    def gpus(self) -> int:
-        return self.admitted_replicas * self.gpus_per_replica
-
-
-def _admit(d: Demand, remaining: dict[str, int]) -> Allocation:
-    """d's turn: the replicas that fit under every quota covering it (taken from remaining)."""
-    admitted = d.replicas
-    if d.gpus_per_replica > 0:
-        for q in d.quotas:
-            admitted = min(admitted, remaining[q] // d.gpus_per_replica)
-        for q in d.quotas:
-            remaining[q] -= admitted * d.gpus_per_replica
-    return Allocation(d.name, d.replicas, admitted, d.gpus_per_replica, d.quotas, d.allocated_gpus)
-
-
-def allocate(limits: dict[str, int], demands: list[Demand]) -> dict[str, Allocation]:
-    """The rule, over a whole namespace: first come, first served."""
-    remaining = dict(limits)
-    return {
-        d.name: _admit(d, remaining) for d in sorted(demands, key=lambda d: (d.created, d.name))
-    }
-
-
-def _non_negative_int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
-
-
-def _allocation(isvc: Obj) -> Obj:
-    """status.allocation, or {} when absent or malformed."""
-    status = isvc.get("status")
-    allocation = status.get("allocation") if isinstance(status, dict) else None
-    return allocation if isinstance(allocation, dict) else {}
-
-
-def allocated_devices(isvc: Obj) -> tuple[int, int]:
-    """(allocatedDevices, allocatedPods) from status.allocation; (0, 0) when absent."""
-    allocation = _allocation(isvc)
-    return (
-        _non_negative_int(allocation.get("allocatedDevices")),
-        _non_negative_int(allocation.get("allocatedPods")),
-    )
-
-
-def charge_per_replica(isvc: Obj, model: ModelSpec, service: InferenceServiceSpec) -> int:
-    """What one replica costs: the devices DRA allocated per pod for a claims service
-    whose pods hold (or last held) devices, otherwise the guide's rule."""
-    if model.uses_claims:
-        devices, pods = allocated_devices(isvc)
-        if pods > 0:
-            return -(-devices // pods)
-        kept = _non_negative_int(_allocation(isvc).get("devicesPerPod"))
-        if kept:
-            return kept
-    return replica_charge(model, service)
 
 
 def quota_key(quota: Obj) -> str:
@@ -181,18 +102,6 @@ def namespace_demands(cache: Cache, namespace: str, quotas: Quotas) -> list[Dema
     """Every service's demand, read from the cache now (the straightforward way)."""
     demands = (demand_for(cache, isvc, quotas) for isvc in cache.list(INFERENCE_SERVICE, namespace))
     return [d for d in demands if d is not None]
-
-
-@dataclass(frozen=True)
-class NamespaceQuota:
-    limits: dict[str, int]  # quota key -> gpuCount
-    allocations: dict[str, Allocation]  # service name -> allocation
-
-    def limit_for(self, allocation: Allocation | None) -> int | None:
-        """The tightest gpuCount among the quotas covering a service (None: uncovered)."""
-        if allocation is None or not allocation.quotas:
-            return None
-        return min(self.limits[q] for q in allocation.quotas)
 
 
 def recomputed_allocations(cache: Cache, namespace: str) -> NamespaceQuota:
@@ -316,7 +225,7 @@ class _Scope:
             if i >= stop_from and self.before.get(name) == snapshot:
                 break
             self.before[name] = snapshot
-            allocation = _admit(self.demands[name], left)
+            allocation = admit(self.demands[name], left)
             if self.allocations.get(name) != allocation:
                 self.allocations[name] = allocation
                 changed.add(name)
