@@ -53,6 +53,7 @@ from .context import Context
 from .devices import allocation_status, device_classes, model_demand, templates
 from .gpu import DEFAULT_RESOURCE_NAMES, attachment_kind, replica_charge
 from .kueue import KueueSettings, kueue_status, label_workload, queue_name
+from .pods import index_pods, live_pods, owned_pods, pod_ready, service_pods, unschedulable
 from .quota_index import admission_changes, namespace_allocations
 from .runtime_checks import Problem, runtime_problems
 from .runtimes import RuntimeCommand, runtime_command
@@ -105,6 +106,7 @@ class InferenceServiceReconciler:
     def __init__(self, ctx: Context, kueue: KueueSettings | None = None) -> None:
         self.ctx = ctx
         self.kueue = kueue or KueueSettings()
+        index_pods(ctx.cache)  # its pods by the service label, kept from the first event on
 
     @property
     def primary(self) -> ResourceType:
@@ -493,7 +495,7 @@ class InferenceServiceReconciler:
         ready = 0
         for pod in pods:
             live = await replace_pod_if_changed(self.ctx.client, self.ctx.cache, POD, pod, uid)
-            ready += live is not None and _pod_ready(live)
+            ready += live is not None and pod_ready(live)
         # Members past the member list (members removed, or scaled to zero) are ours to remove.
         for live in self._owned_pods(isvc):
             if live["metadata"]["name"] not in wanted:
@@ -502,38 +504,14 @@ class InferenceServiceReconciler:
         return (group if ready == len(pods) else 0), group, self._unschedulable(isvc)
 
     def _owned_pods(self, isvc: Obj) -> list[Obj]:
-        ns, name = object_key(isvc)
-        uid = isvc["metadata"]["uid"]
-        return [
-            p
-            for p in self.ctx.cache.list(POD, ns)
-            if (p["metadata"].get("labels") or {}).get(SERVICE_LABEL) == name
-            and any(r.get("uid") == uid for r in p["metadata"].get("ownerReferences") or [])
-        ]
+        return owned_pods(self.ctx.cache, isvc)
 
     def _service_pods(self, isvc: Obj) -> list[Obj]:
-        """The live pods of this service (our label), the Deployment's included.
-
-        Finished (Succeeded/Failed, e.g. evicted) and terminating pods hold no devices
-        the service can use: they are not counted in status.allocation.
-        """
-        ns, name = object_key(isvc)
-        return live_pods(
-            p
-            for p in self.ctx.cache.list(POD, ns)
-            if (p["metadata"].get("labels") or {}).get(SERVICE_LABEL) == name
-        )
+        """The live pods of this service (our label), the Deployment's included."""
+        return live_pods(service_pods(self.ctx.cache, isvc))
 
     def _unschedulable(self, isvc: Obj) -> str:
-        """The scheduler's word on a pending pod, e.g. Insufficient nvidia.com/gpu."""
-        ns, name = object_key(isvc)
-        for pod in self.ctx.cache.list(POD, ns):
-            if (pod["metadata"].get("labels") or {}).get(SERVICE_LABEL) != name:
-                continue
-            for cond in (pod.get("status") or {}).get("conditions") or []:
-                if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
-                    return f"pod {pod['metadata']['name']} unschedulable: {cond.get('message', '')}"
-        return ""
+        return unschedulable(self.ctx.cache, isvc)
 
     async def _write(
         self,
@@ -583,16 +561,6 @@ def _multi_node_via_dra(model: ModelSpec, device_class: str) -> Problem:
         "DRA (extendedResourceName): the members would get no GPUs. Run this Model "
         "single-node",
     )
-
-
-def live_pods(pods: Iterable[Obj]) -> list[Obj]:
-    """Pods that are neither finished (Succeeded/Failed, e.g. evicted) nor terminating."""
-    return [
-        p
-        for p in pods
-        if not p["metadata"].get("deletionTimestamp")
-        and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
-    ]
 
 
 def _claims_condition(model_ref: str, missing: list[str]) -> Condition:
@@ -662,11 +630,4 @@ def _device_count_condition(
         "SizedFromClaims",
         f"count is not set: the runtime is sized for the {demand.total} device(s) the claims "
         "ask for per pod (explicit tensorParallelSize or extraArgs still win)" + notes,
-    )
-
-
-def _pod_ready(pod: Obj) -> bool:
-    return any(
-        cond.get("type") == "Ready" and cond.get("status") == "True"
-        for cond in (pod.get("status") or {}).get("conditions") or []
     )
