@@ -37,6 +37,8 @@ CLUSTER_RULES: tuple[Rule, ...] = (
     # multiNode member pods are applied directly, and replaced (deleted) when they change.
     Rule("", ("pods",), (*READ, "create", "patch", "delete")),
     Rule("", ("events",), ("create", "patch")),
+    # A GPUQuota's selector matches Namespace labels (as LLMKube's gpuquota controller).
+    Rule("", ("namespaces",), READ),
 )
 # In the controller's own namespace, for leader election only.
 LEADER_ELECTION_RULES: tuple[Rule, ...] = (

@@ -39,6 +39,7 @@ from controller.resources import (
     GPU_QUOTA,
     INFERENCE_SERVICE,
     MODEL,
+    NAMESPACE,
     POD,
     RESOURCE_CLAIM,
     RESOURCE_CLAIM_TEMPLATE,
@@ -88,6 +89,8 @@ class InferenceServiceReconciler:
             Watch(MODEL, self._using_model),
             Watch(MODEL, self._quota_peers),
             Watch(GPU_QUOTA, self._quota_peers),
+            # A Namespace relabelled in or out of a selector GPUQuota's reach.
+            Watch(NAMESPACE, self._quota_peers),
             Watch(RESOURCE_CLAIM, lambda e: self._using_claim(e, "resourceClaimName")),
             Watch(
                 RESOURCE_CLAIM_TEMPLATE, lambda e: self._using_claim(e, "resourceClaimTemplateName")

@@ -1,7 +1,9 @@
 """The GPUQuota rule: how many replicas of each service fit under the quotas over it.
 
-Services are served first come, first served (creation time, then name), so an older
-service is never scaled down to make room for a newer one; a service under several
+The rule runs over every service under a group of quotas at once (a selector quota can
+span namespaces: its gpuCount is shared by all of them). Services are served first
+come, first served (creation time, then namespace and name), so an older service is
+never scaled down to make room for a newer one; a service under several
 quotas gets what fits under all of them. A service whose replicas cost nothing is
 admitted in full.
 
@@ -25,6 +27,9 @@ from .gpu import replica_charge
 Obj = dict[str, Any]
 
 
+Key = tuple[str, str]  # (namespace, name) of a service
+
+
 @dataclass(frozen=True)
 class Demand:
     name: str
@@ -33,6 +38,16 @@ class Demand:
     gpus_per_replica: int
     quotas: tuple[str, ...] = ()  # keys of the quotas covering it
     allocated_gpus: int = 0  # devices DRA allocated to its pods (status.allocation)
+    namespace: str = ""
+
+    @property
+    def key(self) -> Key:
+        return self.namespace, self.name
+
+    @property
+    def turn(self) -> tuple[str, str, str]:
+        """Its place in line: creation time, then namespace and name."""
+        return self.created, self.namespace, self.name
 
 
 @dataclass(frozen=True)
@@ -43,6 +58,7 @@ class Allocation:
     gpus_per_replica: int
     quotas: tuple[str, ...] = ()
     allocated_gpus: int = 0
+    namespace: str = ""
 
     @property
     def gpus(self) -> int:
@@ -57,13 +73,21 @@ def admit(d: Demand, remaining: dict[str, int]) -> Allocation:
             admitted = min(admitted, remaining[q] // d.gpus_per_replica)
         for q in d.quotas:
             remaining[q] -= admitted * d.gpus_per_replica
-    return Allocation(d.name, d.replicas, admitted, d.gpus_per_replica, d.quotas, d.allocated_gpus)
+    return Allocation(
+        d.name,
+        d.replicas,
+        admitted,
+        d.gpus_per_replica,
+        d.quotas,
+        d.allocated_gpus,
+        d.namespace,
+    )
 
 
-def allocate(limits: dict[str, int], demands: list[Demand]) -> dict[str, Allocation]:
-    """The rule, over a whole namespace: first come, first served."""
+def allocate(limits: dict[str, int], demands: list[Demand]) -> dict[Key, Allocation]:
+    """The rule, over every service under a group of quotas: first come, first served."""
     remaining = dict(limits)
-    return {d.name: admit(d, remaining) for d in sorted(demands, key=lambda d: (d.created, d.name))}
+    return {d.key: admit(d, remaining) for d in sorted(demands, key=lambda d: d.turn)}
 
 
 def _non_negative_int(value: Any) -> int:
@@ -101,8 +125,10 @@ def charge_per_replica(isvc: Obj, model: ModelSpec, service: InferenceServiceSpe
 
 @dataclass(frozen=True)
 class NamespaceQuota:
+    """One namespace's view: the limits over it and its services' allocations."""
+
     limits: dict[str, int]  # quota key -> gpuCount
-    allocations: dict[str, Allocation]  # service name -> allocation
+    allocations: dict[str, Allocation]  # service name (in this namespace) -> allocation
 
     def limit_for(self, allocation: Allocation | None) -> int | None:
         """The tightest gpuCount among the quotas covering a service (None: uncovered)."""
