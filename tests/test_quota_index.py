@@ -291,9 +291,8 @@ async def test_a_relabel_inside_a_group_recharges_its_services(
     """The group ({a, b}, both quotas) stays the same, but a's services come under the
     second quota too: they are re-read, not left with the quotas they had."""
     for ns, labels in (("a", {"team": "x"}), ("b", {"team": "x", "tier": "gold"})):
-        namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
-        namespace["metadata"]["labels"] = labels
-        await kube.create(NAMESPACE, namespace)
+        meta: Obj = {"name": ns, "labels": labels}
+        await kube.create(NAMESPACE, {"apiVersion": "v1", "kind": "Namespace", "metadata": meta})
         await kube.create(MODEL, _model("m", 1, claims=False, ns=ns))
     for name, selector, limit in (("team", {"team": "x"}, 9), ("gold", {"tier": "gold"}, 1)):
         quota = _quota(name, limit, selector=True)
@@ -309,8 +308,8 @@ async def test_a_relabel_inside_a_group_recharges_its_services(
     await eventually(lambda: _ready(quotas_of_s() == ("default/team",)), what="s under team")
     assert set(quota_index(cache).scopes["a"].covering) == {"a", "b"}
     rebuilds = quota_index(cache).rebuilds
-    labels = {"metadata": {"labels": {"tier": "gold"}}}
-    await _seen(cache, NAMESPACE, await kube.patch(NAMESPACE, "", "a", labels), ("", "a"))
+    relabel: Obj = {"metadata": {"labels": {"tier": "gold"}}}
+    await _seen(cache, NAMESPACE, await kube.patch(NAMESPACE, "", "a", relabel), ("", "a"))
     assert quotas_of_s() == ("default/gold", "default/team")
     assert namespace_allocations(cache, "a").allocations["s"].admitted_replicas == 1
     assert namespace_allocations(cache, "a") == recomputed_allocations(cache, "a")
