@@ -1,7 +1,14 @@
-"""GPUQuota v1alpha1: LLMKube's shape (gpuCount, selector xor namespaceRef) and typed spec."""
+"""GPUQuota v1alpha1: LLMKube's shape (gpuCount, selector xor namespaceRef) and typed spec.
+
+Scope, as LLMKube's gpuquota_controller: `namespaceRef` covers the InferenceServices of
+that namespace; `selector` (a metav1.LabelSelector) covers those of every namespace
+whose Namespace labels match, wherever the quota itself lives (`{}` matches every
+namespace). Only one may be set (the CEL rule); LLMKube reads namespaceRef first.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -88,7 +95,7 @@ class LabelSelector:
     match_labels: dict[str, str] = field(default_factory=dict)
     match_expressions: tuple[dict[str, Any], ...] = ()
 
-    def matches(self, labels: dict[str, str]) -> bool:
+    def matches(self, labels: Mapping[str, str]) -> bool:
         if any(labels.get(k) != v for k, v in self.match_labels.items()):
             return False
         for e in self.match_expressions:
@@ -112,17 +119,35 @@ class GPUQuotaSpec:
     selector: LabelSelector | None = None
     min_priority: str | None = None
 
-    def covers(self, quota_namespace: str, namespace: str, pod_labels: dict[str, str]) -> bool:
-        """namespaceRef: every service in that namespace. selector: services in the quota's
-        own namespace whose pods carry matching labels."""
+    def covers(self, namespace: str, namespace_labels: Mapping[str, str] | None) -> bool:
+        """Does the quota cover the services of this namespace? namespace_labels: the
+        Namespace object's labels, None when there is no such Namespace (then only
+        namespaceRef can name it)."""
         if self.namespace_ref is not None:
             return namespace == self.namespace_ref
-        assert self.selector is not None
-        return namespace == quota_namespace and self.selector.matches(pod_labels)
+        if self.selector is None or namespace_labels is None:
+            return False
+        return self.selector.matches(namespace_labels)
+
+
+def _expression_errors(selector: Mapping[str, Any]) -> list[str]:
+    """What metav1.LabelSelectorAsSelector refuses: In/NotIn without values,
+    Exists/DoesNotExist with some (LLMKube's controller then fails every reconcile)."""
+    errors = []
+    for i, e in enumerate(selector.get("matchExpressions") or ()):
+        path = f"spec.selector.matchExpressions[{i}].values"
+        op, values = e["operator"], e.get("values") or []
+        if op in ("In", "NotIn") and not values:
+            errors.append(f"{path}: must be non-empty when operator is {op}")
+        if op in ("Exists", "DoesNotExist") and values:
+            errors.append(f"{path}: must be empty when operator is {op}")
+    return errors
 
 
 def parse_gpu_quota(spec: Any) -> GPUQuotaSpec:
     data, errors = validate(SPEC, spec, "spec")
+    if not errors and data.get("selector") is not None:
+        errors = _expression_errors(data["selector"])
     if errors:
         raise InvalidSpec(errors)
     sel = data.get("selector")

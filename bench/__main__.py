@@ -3,7 +3,8 @@
 In one run: the work queue alone; the pipeline (create -> watch -> reconcile -> status)
 at each size for the product, the server's ceiling (bench.ceiling, the same writes on
 plain aiohttp) and kopf when installed (`pip install -e '.[bench]'`); steady-load
-latency; memory per cached object; and the ratios product/ceiling and product/kopf.
+latency; memory per cached object; InferenceServices whose pods already run; and the
+ratios product/ceiling and product/kopf.
 Timing is measured here, never asserted in tests. Every process shares the machine's
 CPUs: compare ratios from the same run, not absolute figures across machines.
 """
@@ -21,7 +22,7 @@ from controller import logging as log_setup
 
 from . import harness, queue_bench
 from .report import table
-from .workload import MODELS, SERVICES, SERVICES_UNDER_QUOTA, Workload
+from .workload import MODELS, SERVICES, SERVICES_UNDER_QUOTA, SERVICES_WITH_PODS, Workload
 
 # The pipelines compared with the ceiling and kopf (the GPUQuota one is quota_section's).
 WORKLOADS: tuple[Workload, ...] = (MODELS,)
@@ -191,6 +192,39 @@ async def quota_section(sizes: list[int], workers: int, repeat: int) -> None:
     print(table("GPUQuota cost (same run)", ["services", "seconds: with / without"], ratios))
 
 
+async def pods_section(sizes: list[int], workers: int, repeat: int) -> None:
+    """InferenceServices whose pods already exist (one each, same namespace): each
+    reconcile looks up its own pods among all of them."""
+    rows = []
+    for n in sizes:
+        runs = []
+        for _ in range(repeat):
+            print(f"  {SERVICES_WITH_PODS.name}: product at {n:,} ...", flush=True)
+            runs.append(
+                await harness.run("product", SERVICES_WITH_PODS, objects=n, workers=workers)
+            )
+        r = sorted(runs, key=lambda r: r.seconds)[len(runs) // 2]
+        per_object = r.stats.get("reconciles", 0.0) / (r.stats.get("objects") or 1)
+        sut_cpu = statistics.median(x.cpu_ms_per_object("sut") for x in runs)
+        rows.append([n, r.per_second, r.seconds, r.p50_ms, r.p99_ms, per_object, sut_cpu])
+    print(
+        table(
+            f"Pipeline, InferenceServices with one pod each in one namespace "
+            f"(median of {repeat}; pods created before the services)",
+            [
+                "services",
+                "services/s",
+                "seconds",
+                "p50 ms",
+                "p99 ms",
+                "reconciles/svc",
+                "CPU sut ms/svc",
+            ],
+            rows,
+        )
+    )
+
+
 async def steady_section(
     workload: Workload, rates: list[float], seconds: float, suts: list[str], workers: int
 ) -> None:
@@ -238,6 +272,10 @@ async def main(args: argparse.Namespace) -> None:
     if service_sizes and "product" in suts:
         await quota_section(service_sizes, args.workers, args.repeat)
         print()
+    pod_sizes = [int(s) for s in args.pod_services.split(",") if s]
+    if pod_sizes and "product" in suts:
+        await pods_section(pod_sizes, args.workers, args.repeat)
+        print()
     print(f"Load average at the end: {_load()}")
 
 
@@ -253,6 +291,11 @@ def cli() -> None:
         "--service-sizes",
         default="1000,3000",
         help="InferenceServices, with and without a GPUQuota; empty skips them",
+    )
+    parser.add_argument(
+        "--pod-services",
+        default="3000",
+        help="InferenceServices with one running pod each; empty skips them",
     )
     parser.add_argument("--workers", type=int, default=16, help="for product and ceiling")
     parser.add_argument("--repeat", type=int, default=1, help="runs per size; the median counts")

@@ -2,7 +2,8 @@
 
 The harness is generic over a Workload: Models (one status write each), and
 InferenceServices in one namespace (a Deployment, a Service and a status each), with a
-GPUQuota over that namespace or without one.
+GPUQuota over that namespace or without one, or with one pod each already there
+(what a reconcile reads of its pods, among every pod of the namespace).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from controller.resources import GPU_QUOTA, INFERENCE_SERVICE, MODEL, ResourceType
+from controller.resources import GPU_QUOTA, INFERENCE_SERVICE, MODEL, POD, ResourceType
 
 Obj = dict[str, Any]
 NAMESPACES = 20
@@ -105,6 +106,43 @@ SERVICES_UNDER_QUOTA = Workload(
     inference_service,
     quota_decided,
     _with_quota,
+    "inferenceservice",
+)
+
+
+# The labels the controller puts on a service's pods (reconcilers/workload.py), written
+# here as a user would see them: the bench builds pods the way the cluster holds them.
+POD_LABELS = {"app.kubernetes.io/managed-by": "llmkube"}
+SERVICE_LABEL = "inference.llmkube.dev/inferenceservice"
+
+
+def service_pod(i: int) -> Obj:
+    """The pod of service i, labelled as its Deployment's ReplicaSet makes it (no status:
+    a create leaves that to the kubelet)."""
+    name = inference_service(i)["metadata"]["name"]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"{name}-7d9f8-x{i:05d}",
+            "namespace": SERVICE_NAMESPACE,
+            "labels": {**POD_LABELS, SERVICE_LABEL: name},
+        },
+        "spec": {"containers": [{"name": "vllm", "image": "vllm/vllm-openai:v0.11.0"}]},
+    }
+
+
+def _with_pods(objects: int) -> list[tuple[ResourceType, Obj]]:
+    """The Models, and one pod for each service the run will create."""
+    return [*_service_models(objects), *((POD, service_pod(i)) for i in range(objects))]
+
+
+SERVICES_WITH_PODS = Workload(
+    "InferenceServices with one pod each",
+    INFERENCE_SERVICE,
+    inference_service,
+    quota_decided,
+    _with_pods,
     "inferenceservice",
 )
 

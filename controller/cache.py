@@ -5,6 +5,10 @@ Beside the stores the cache keeps:
   generation (resourceVersion for objects without one; an exception it raises is
   remembered the same way), so a reconciler that reads many objects does not re-parse
   the ones whose spec did not change;
+- indexes: `add_index(rt, name, fn)` files each object under the values fn gives it
+  (client-go's Indexer, controller-runtime's field indexer), per namespace, and
+  `by_index(rt, name, value, namespace)` reads them back without scanning the store;
+  kept on every event (add, an update that changes the values, delete, relist);
 - subscribers: handlers that see every event of a type before any event mapper does
   (the cache registers itself first on each informer), for indexes kept up to date
   from events (`extension` holds one such index per cache).
@@ -12,14 +16,16 @@ Beside the stores the cache keeps:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from .informer import DELETED, Event, Handler, Informer
 from .resources import ResourceType, object_key
 
 Obj = dict[str, Any]
+Objs = list[Obj]  # `list` is also a Cache method: annotations inside the class use this
 T = TypeVar("T")
+IndexFunc = Callable[[Obj], Iterable[str]]
 
 
 class _Failed:
@@ -31,6 +37,47 @@ class _Failed:
         self.error = error
 
 
+class _Index:
+    """value -> namespace -> names (insertion-ordered), and what each object is filed under."""
+
+    __slots__ = ("_names", "_values", "fn")
+
+    def __init__(self, fn: IndexFunc) -> None:
+        self.fn = fn
+        self._names: dict[str, dict[str, dict[str, None]]] = {}
+        self._values: dict[tuple[str, str], tuple[str, ...]] = {}
+
+    def put(self, obj: Obj) -> None:
+        key = object_key(obj)
+        values = tuple(dict.fromkeys(self.fn(obj)))
+        if self._values.get(key, ()) == values:
+            return  # the common update: nothing indexed moved
+        self.remove(key)
+        if values:
+            self._values[key] = values
+            ns, name = key
+            for value in values:
+                self._names.setdefault(value, {}).setdefault(ns, {})[name] = None
+
+    def remove(self, key: tuple[str, str]) -> None:
+        ns, name = key
+        for value in self._values.pop(key, ()):
+            by_ns = self._names[value]
+            by_ns[ns].pop(name, None)
+            if not by_ns[ns]:
+                del by_ns[ns]
+                if not by_ns:
+                    del self._names[value]
+
+    def keys(self, value: str, namespace: str | None) -> list[tuple[str, str]]:
+        by_ns = self._names.get(value)
+        if not by_ns:
+            return []
+        if namespace is not None:
+            return [(namespace, name) for name in by_ns.get(namespace, ())]
+        return [(ns, name) for ns, names in by_ns.items() for name in names]
+
+
 class Cache:
     def __init__(self) -> None:
         self.informers: dict[ResourceType, Informer] = {}
@@ -38,6 +85,7 @@ class Cache:
         # rt -> parse function -> (namespace, name) -> (generation or resourceVersion, uid, value)
         self._parsed: dict[ResourceType, dict[Callable[[Any], Any], dict[Any, Any]]] = {}
         self._extensions: dict[str, Any] = {}
+        self._indexes: dict[ResourceType, dict[str, _Index]] = {}
 
     def add(self, informer: Informer) -> None:
         self.informers[informer.rt] = informer
@@ -52,6 +100,31 @@ class Cache:
     def list(self, rt: ResourceType, namespace: str | None = None) -> list[Obj]:
         informer = self.informers.get(rt)
         return informer.store.list(namespace) if informer is not None else []
+
+    def add_index(self, rt: ResourceType, name: str, fn: IndexFunc) -> None:
+        """File rt's objects under fn(obj) (e.g. a label's value), per namespace.
+
+        Adding the same index again is a no-op; another function under the same name
+        is a programming error. Objects already cached are indexed at once."""
+        indexes = self._indexes.setdefault(rt, {})
+        existing = indexes.get(name)
+        if existing is not None:
+            if existing.fn is not fn:
+                raise ValueError(f"index {name!r} of {rt.plural} already has another function")
+            return
+        index = indexes[name] = _Index(fn)
+        for obj in self.list(rt):
+            index.put(obj)
+
+    def by_index(
+        self, rt: ResourceType, name: str, value: str, namespace: str | None = None
+    ) -> Objs:
+        """The cached objects filed under value (in namespace; None: every namespace)."""
+        index = self._indexes.get(rt, {}).get(name)
+        if index is None:
+            raise KeyError(f"no index {name!r} on {rt.plural}")
+        found = (self.get(rt, ns, n) for ns, n in index.keys(value, namespace))
+        return [obj for obj in found if obj is not None]
 
     def synced(self) -> bool:
         return all(i.synced.is_set() for i in self.informers.values())
@@ -90,9 +163,15 @@ class Cache:
         return self._extensions[name]  # type: ignore[no-any-return]
 
     def _on_event(self, rt: ResourceType, event: Event) -> None:
+        indexes = self._indexes.get(rt, {}).values()
         if event.type == DELETED:
             key = object_key(event.obj)
             for memo in self._parsed.get(rt, {}).values():
                 memo.pop(key, None)
+            for index in indexes:
+                index.remove(key)
+        else:
+            for index in indexes:
+                index.put(event.obj)
         for handler in self._subscribers.get(rt, ()):
             handler(event)

@@ -43,6 +43,8 @@ CLUSTER_RULES: tuple[Rule, ...] = (
     Rule("policy", ("poddisruptionbudgets",), (*READ, "create", "patch", "delete")),
     # spec.maxPodLifetimeSeconds: expired pods are evicted (budgets are respected).
     Rule("", ("pods/eviction",), ("create",)),
+    # A GPUQuota's selector matches Namespace labels (as LLMKube's gpuquota controller).
+    Rule("", ("namespaces",), READ),
 )
 # In the controller's own namespace, for leader election only.
 LEADER_ELECTION_RULES: tuple[Rule, ...] = (

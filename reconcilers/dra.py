@@ -3,7 +3,7 @@
 Pure functions over ResourceClaim(Template)s, Pods, DeviceClasses and ResourceSlices as
 the API server returns them: no I/O, no spec types, only the standard library. The
 reconcilers use them to size runtimes from claims, check that the cluster can serve a
-pod, show what DRA allocated, charge quota and predict Kueue's verdict.
+pod, show what DRA allocated and charge quota (Kueue's verdict is reconcilers/kueue.py).
 
 Counting rules (one pod's claims):
 - `exactly` with `allocationMode: ExactCount` (the default) asks for `count` devices
@@ -20,7 +20,7 @@ Counting rules (one pod's claims):
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -403,97 +403,3 @@ def extended_resource_class(classes: Mapping[str, Obj], resource: str) -> str | 
         name = resource[len(IMPLICIT_EXTENDED_PREFIX) :]
         return name if name in classes else None
     return None
-
-
-# -- Kueue ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class KueueBlocker:
-    reason: str  # SharedClaim, AllocationModeAll, FirstAvailable, UnmappedDeviceClass
-    message: str
-
-
-def kueue_class_resources(device_class_mappings: Iterable[Obj]) -> dict[str, str]:
-    """DeviceClass -> Kueue resource name, from Configuration.resources.deviceClassMappings."""
-    result: dict[str, str] = {}
-    for mapping in device_class_mappings:
-        for cls in _list(mapping.get("deviceClassNames")):
-            result.setdefault(str(cls), str(mapping.get("name") or ""))
-    return result
-
-
-def kueue_blockers(
-    pod_claims: Iterable[Obj],
-    templates: Mapping[str, Obj],
-    mapped_classes: Collection[str] | None,
-) -> list[KueueBlocker]:
-    """Why Kueue's DRA integration would never admit pods with these claims.
-
-    pod_claims: pod.spec.resourceClaims entries; templates: template name -> template;
-    mapped_classes: DeviceClasses of Kueue's deviceClassMappings (None: not known, not
-    checked). A missing template is
-    not a Kueue problem (AcceleratorReady reports it) and is skipped.
-    """
-    blockers = []
-    for ref in pod_claims:
-        entry = str(ref.get("name") or "")
-        if ref.get("resourceClaimName"):
-            blockers.append(
-                KueueBlocker(
-                    "SharedClaim",
-                    f'claim "{entry}" names ResourceClaim "{ref["resourceClaimName"]}": Kueue '
-                    "admits only claims made from a resourceClaimTemplateName",
-                )
-            )
-            continue
-        template = templates.get(str(ref.get("resourceClaimTemplateName") or ""))
-        if template is None:
-            continue
-        demand = requested_devices(template)
-        if demand.all_mode:
-            blockers.append(
-                KueueBlocker(
-                    "AllocationModeAll",
-                    f'template "{ref.get("resourceClaimTemplateName")}" uses allocationMode '
-                    "All, which Kueue cannot count",
-                )
-            )
-        if demand.first_available:
-            blockers.append(
-                KueueBlocker(
-                    "FirstAvailable",
-                    f'template "{ref.get("resourceClaimTemplateName")}" uses firstAvailable, '
-                    "which Kueue does not support",
-                )
-            )
-        for cls in sorted(_template_classes(template)):
-            if mapped_classes is not None and cls not in mapped_classes:
-                blockers.append(
-                    KueueBlocker(
-                        "UnmappedDeviceClass",
-                        f'DeviceClass "{cls}" is not in Kueue\'s deviceClassMappings',
-                    )
-                )
-    return blockers
-
-
-def _template_classes(template: Obj) -> set[str]:
-    classes: set[str] = set()
-    for req in _list(_get(claim_spec(template), "devices", "requests")):
-        exactly = _get(req, "exactly")
-        subs = [exactly] if isinstance(exactly, Mapping) else _list(_get(req, "firstAvailable"))
-        classes.update(str(s.get("deviceClassName") or "") for s in subs if isinstance(s, Mapping))
-    return classes
-
-
-def kueue_charge(
-    demand: DeviceDemand, class_resources: Mapping[str, str], replicas: int
-) -> dict[str, int]:
-    """What Kueue charges: devices per mapped resource name times replicas (unmapped left out)."""
-    charge: dict[str, int] = {}
-    for cls, n in demand.by_class.items():
-        resource = class_resources.get(cls)
-        if resource:
-            charge[resource] = charge.get(resource, 0) + n * replicas
-    return charge

@@ -5,8 +5,9 @@ It reports (`status.usedGPUCount`, LLMKube's field; `requestedGPUCount`,
 llmkube-py extensions); the InferenceService reconciler enforces, from the same
 allocation, by scaling a service no further than its admitted replicas.
 
-A quota is reconciled again when it changes, and when the admission of a service it
-covers changes (quota.admission_changes): not on every status write of its services.
+A quota is reconciled again when it changes, when the admission of a service it covers
+changes (quota_index.admission_changes; not on every status write of its services),
+and when the namespaces it covers change (a selector quota: Namespace labels).
 """
 
 from __future__ import annotations
@@ -17,18 +18,19 @@ from api import InvalidSpec, parse_gpu_quota
 from api import conditions as c
 from controller.informer import Event
 from controller.reconcile import Request, Result, Watch
-from controller.resources import GPU_QUOTA, INFERENCE_SERVICE, MODEL, ResourceType, object_key
+from controller.resources import (
+    GPU_QUOTA,
+    INFERENCE_SERVICE,
+    MODEL,
+    NAMESPACE,
+    ResourceType,
+    object_key,
+)
 
 from .conditions import Condition
 from .context import Context
-from .quota import (
-    Allocation,
-    admission_changes,
-    namespace_allocations,
-    quota_index,
-    quota_key,
-    quota_scope,
-)
+from .quota_index import admission_changes, quota_index, quota_key
+from .quota_rule import Allocation
 
 # Rows in status.services: a status must stay far below etcd's 1.5 MiB request limit
 # (a row is ~200 bytes), or every write of it fails once a namespace grows large.
@@ -36,14 +38,20 @@ MAX_ROWS = 1000
 
 
 def shown_rows(ordered: list[Allocation]) -> list[Allocation]:
-    """At most MAX_ROWS rows, by name: the services held back first, then those charged."""
+    """At most MAX_ROWS rows, by namespace and name: the services held back first, then
+    those charged."""
     if len(ordered) <= MAX_ROWS:
         return ordered
     rank = sorted(
         ordered,
-        key=lambda a: (a.admitted_replicas >= a.requested_replicas, a.gpus == 0, a.name),
+        key=lambda a: (
+            a.admitted_replicas >= a.requested_replicas,
+            a.gpus == 0,
+            a.namespace,
+            a.name,
+        ),
     )
-    return sorted(rank[:MAX_ROWS], key=lambda a: a.name)
+    return sorted(rank[:MAX_ROWS], key=lambda a: (a.namespace, a.name))
 
 
 class GPUQuotaReconciler:
@@ -62,17 +70,22 @@ class GPUQuotaReconciler:
             Watch(GPU_QUOTA, self._quotas_over_namespace),
             Watch(INFERENCE_SERVICE, self._quotas_over_namespace),
             Watch(MODEL, self._quotas_over_namespace),
+            # A selector quota covers the namespaces whose labels match.
+            Watch(NAMESPACE, self._quotas_over_namespace),
         ]
 
     def _quotas_over_namespace(self, event: Event) -> Iterable[Request]:
-        """The quota itself (its own changes), and every quota over a namespace where the
-        event changed what a service is admitted."""
+        """The quota itself (its own changes), every quota over a namespace where the
+        event changed what a service is admitted, and the quotas whose namespaces moved."""
         if event.obj.get("kind") == GPU_QUOTA.kind:
             yield Request(self.name, *object_key(event.obj))
         index = quota_index(self.ctx.cache)
         for ns in sorted({ns for ns, _ in admission_changes(self.ctx.cache, event)}):
             for q_ns, q_name in index.quotas_over(ns):
                 yield Request(self.name, q_ns, q_name)
+        for key in sorted(index.quota_changes(event)):
+            q_ns, _, q_name = key.partition("/")
+            yield Request(self.name, q_ns, q_name)
 
     async def reconcile(self, request: Request) -> Result:
         obj = self.ctx.cache.get(GPU_QUOTA, request.namespace, request.name)
@@ -86,12 +99,7 @@ class GPUQuotaReconciler:
                 GPU_QUOTA, obj, {}, [Condition(c.READY, False, c.INVALID_SPEC, message)]
             )
             return Result()
-        scope = quota_scope(obj, own)
-        key = quota_key(obj)
-        nq = namespace_allocations(self.ctx.cache, scope)
-        ordered = sorted(
-            (a for a in nq.allocations.values() if key in a.quotas), key=lambda a: a.name
-        )
+        ordered = quota_index(self.ctx.cache).quota_allocations(quota_key(obj))
         used = sum(a.gpus for a in ordered)
         requested = sum(a.requested_replicas * a.gpus_per_replica for a in ordered)
         fields = {
@@ -100,7 +108,7 @@ class GPUQuotaReconciler:
             "allocatedGPUCount": sum(a.allocated_gpus for a in ordered),
             "services": [
                 {
-                    "namespace": scope,
+                    "namespace": a.namespace,
                     "name": a.name,
                     "requestedReplicas": a.requested_replicas,
                     "admittedReplicas": a.admitted_replicas,

@@ -11,11 +11,14 @@ Configuration (it lives in Kueue's ConfigMap), so it is told the mappings by fla
 A service labelled `kueue.x-k8s.io/queue-name` gets the label on its Deployment and pod
 template (Kueue's pod integration gates pods that carry it), its Model's claims on the
 pods (never an nvidia.com/gpu limit, see gpu.py), and `suspend` scales it to zero.
+
+The rules (what Kueue admits and charges) are pure functions over the claims and
+templates as plain dicts; dra.py counts the devices they ask for.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,6 +56,94 @@ def parse_mappings(values: Iterable[str]) -> dict[str, str]:
                 raise ValueError(f"expected DEVICECLASS=RESOURCE, got {item!r}")
             result[cls.strip()] = resource.strip()
     return result
+
+
+# -- the rules ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class KueueBlocker:
+    reason: str  # SharedClaim, AllocationModeAll, FirstAvailable, UnmappedDeviceClass
+    message: str
+
+
+def kueue_class_resources(device_class_mappings: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """DeviceClass -> Kueue resource name, from Configuration.resources.deviceClassMappings."""
+    result: dict[str, str] = {}
+    for mapping in device_class_mappings:
+        classes = mapping.get("deviceClassNames")
+        for cls in classes if isinstance(classes, list) else []:
+            result.setdefault(str(cls), str(mapping.get("name") or ""))
+    return result
+
+
+def kueue_blockers(
+    pod_claims: Iterable[Mapping[str, Any]],
+    templates: Mapping[str, Mapping[str, Any]],
+    mapped_classes: Collection[str] | None,
+) -> list[KueueBlocker]:
+    """Why Kueue's DRA integration would never admit pods with these claims.
+
+    pod_claims: pod.spec.resourceClaims entries; templates: template name -> template;
+    mapped_classes: DeviceClasses of Kueue's deviceClassMappings (None: not known, not
+    checked). A missing template is not a Kueue problem (AcceleratorReady reports it)
+    and is skipped.
+    """
+    blockers = []
+    for ref in pod_claims:
+        entry = str(ref.get("name") or "")
+        if ref.get("resourceClaimName"):
+            blockers.append(
+                KueueBlocker(
+                    "SharedClaim",
+                    f'claim "{entry}" names ResourceClaim "{ref["resourceClaimName"]}": Kueue '
+                    "admits only claims made from a resourceClaimTemplateName",
+                )
+            )
+            continue
+        name = ref.get("resourceClaimTemplateName")
+        template = templates.get(str(name or ""))
+        if template is None:
+            continue
+        demand = dra.requested_devices(template)
+        if demand.all_mode:
+            blockers.append(
+                KueueBlocker(
+                    "AllocationModeAll",
+                    f'template "{name}" uses allocationMode All, which Kueue cannot count',
+                )
+            )
+        if demand.first_available:
+            blockers.append(
+                KueueBlocker(
+                    "FirstAvailable",
+                    f'template "{name}" uses firstAvailable, which Kueue does not support',
+                )
+            )
+        for cls in sorted(demand.classes):
+            if mapped_classes is not None and cls not in mapped_classes:
+                blockers.append(
+                    KueueBlocker(
+                        "UnmappedDeviceClass",
+                        f'DeviceClass "{cls}" is not in Kueue\'s deviceClassMappings',
+                    )
+                )
+    return blockers
+
+
+def kueue_charge(
+    demand: dra.DeviceDemand, class_resources: Mapping[str, str], replicas: int
+) -> dict[str, int]:
+    """What Kueue charges: devices per mapped resource name times replicas (unmapped left out)."""
+    charge: dict[str, int] = {}
+    for cls, n in demand.by_class.items():
+        resource = class_resources.get(cls)
+        if resource:
+            charge[resource] = charge.get(resource, 0) + n * replicas
+    return charge
+
+
+# -- the service's path --------------------------------------------------------------
 
 
 def queue_name(isvc: Obj) -> str | None:
@@ -107,9 +198,9 @@ def kueue_status(
             )
         )
     mapped = settings.class_resources.keys() if settings.configured else None
-    for b in dra.kueue_blockers(pod_claims, templates, mapped):
+    for b in kueue_blockers(pod_claims, templates, mapped):
         problems.append((b.reason, b.message))
-    charge = dra.kueue_charge(demand, settings.class_resources, replicas)
+    charge = kueue_charge(demand, settings.class_resources, replicas)
     rows = [
         {
             "deviceClass": cls,

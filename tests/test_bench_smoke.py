@@ -6,7 +6,7 @@ import pytest
 
 from bench import harness, queue_bench
 from bench.report import table
-from bench.workload import MODELS
+from bench.workload import MODELS, SERVICES_WITH_PODS
 
 
 async def test_queue_bench_counts_dedup() -> None:
@@ -28,6 +28,13 @@ async def test_product_burst_sees_every_status_and_reports_memory() -> None:
     # Two condition transitions per Model, each one Event, none dropped.
     assert (stats["events_written"], stats["events_dropped"]) == (122, 0)
     assert stats["cache_bytes_per_object"] > 500  # a cached Model with its status is not tiny
+
+
+@pytest.mark.server  # the test API server, through the bench harness
+async def test_services_with_pods_are_each_handled() -> None:
+    result = await harness.run("product", SERVICES_WITH_PODS, objects=30, workers=2)
+    assert len(result.latencies_ms) == 30
+    assert result.stats["objects"] == 31  # and the warm-up service
 
 
 @pytest.mark.server  # the test API server, through the bench harness

@@ -6,7 +6,7 @@ from typing import Any
 
 import yaml
 
-from reconcilers import dra
+from reconcilers import dra, kueue
 
 from .conftest import claim_template
 
@@ -339,16 +339,16 @@ MAPPINGS = [
 
 
 def test_kueue_admits_mapped_template_claims() -> None:
-    mapped = dra.kueue_class_resources(MAPPINGS)
+    mapped = kueue.kueue_class_resources(MAPPINGS)
     assert mapped == {
         "gpu.nvidia.com": "whole-gpus",
         "rdma.example.com": "nics",
         "rdma2.example.com": "nics",
     }
     refs = [{"name": "gpu", "resourceClaimTemplateName": "gpu-nic"}]
-    assert dra.kueue_blockers(refs, {"gpu-nic": GPU_AND_NIC}, mapped) == []
+    assert kueue.kueue_blockers(refs, {"gpu-nic": GPU_AND_NIC}, mapped) == []
     demand = dra.pod_demand([GPU_AND_NIC])
-    assert dra.kueue_charge(demand, mapped, replicas=3) == {"whole-gpus": 12, "nics": 3}
+    assert kueue.kueue_charge(demand, mapped, replicas=3) == {"whole-gpus": 12, "nics": 3}
 
 
 def test_kueue_blockers() -> None:
@@ -360,7 +360,7 @@ def test_kueue_blockers() -> None:
         {"name": "n", "resourceClaimTemplateName": "gpu-nic"},
         {"name": "m", "resourceClaimTemplateName": "missing"},
     ]
-    blockers = dra.kueue_blockers(refs, templates, {"gpu.nvidia.com"})
+    blockers = kueue.kueue_blockers(refs, templates, {"gpu.nvidia.com"})
     assert [b.reason for b in blockers] == [
         "SharedClaim",
         "AllocationModeAll",
@@ -370,7 +370,7 @@ def test_kueue_blockers() -> None:
     assert '"team-gpu"' in blockers[0].message
     assert '"rdma.example.com"' in blockers[3].message
     # Unmapped classes are not charged.
-    assert dra.kueue_charge(dra.pod_demand([GPU_AND_NIC]), {"gpu.nvidia.com": "g"}, 2) == {"g": 8}
+    assert kueue.kueue_charge(dra.pod_demand([GPU_AND_NIC]), {"gpu.nvidia.com": "g"}, 2) == {"g": 8}
 
 
 def test_module_imports_only_the_standard_library() -> None:

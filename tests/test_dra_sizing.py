@@ -19,7 +19,7 @@ from controller.resources import (
     RESOURCE_CLAIM,
     RESOURCE_CLAIM_TEMPLATE,
 )
-from reconcilers.inferenceservice import live_pods
+from reconcilers.pods import live_pods
 from testserver.process import ApiServerProcess
 
 from .conftest import (

@@ -8,7 +8,7 @@ from controller.kube import KubeClient
 from controller.manager import Manager
 from controller.resources import DEPLOYMENT, GPU_QUOTA, INFERENCE_SERVICE
 from reconcilers.gpuquota import MAX_ROWS, shown_rows
-from reconcilers.quota import Allocation
+from reconcilers.quota_rule import Allocation
 from testserver.process import ApiServerProcess
 
 from .conftest import (
@@ -134,19 +134,56 @@ async def test_smallest_of_several_quotas_applies(kube: KubeClient, controller: 
     await quota_status(kube, {"usedGPUCount": 3}, name="narrow")
 
 
-async def test_selector_quota_covers_only_matching_pods(
+def namespace_yaml(name: str, tier: str) -> str:
+    return f"""
+apiVersion: v1
+kind: Namespace
+metadata: {{name: {name}, labels: {{tier: {tier}}}}}
+"""
+
+
+async def test_selector_quota_covers_labelled_namespaces_only(
     kube: KubeClient, controller: Manager
 ) -> None:
-    await reapply(kube, model_yaml("m", "      enabled: true\n      count: 1"))
+    """LLMKube's semantics: the selector matches Namespace labels, in any namespace, and
+    the namespaces it matches share the quota's gpuCount; pod labels do not count."""
+    await reapply(kube, namespace_yaml("team-a", "gold"))
+    await reapply(kube, namespace_yaml("team-b", "free"))
+    for ns in ("team-a", "team-b"):
+        await reapply(kube, model_yaml("m", "      enabled: true\n      count: 1"), ns)
     gold = "selector: {matchLabels: {tier: gold}}"
     await reapply(kube, quota_yaml(1, name="gold", scope=gold))
-    await reapply(kube, service_yaml("g", "m", extra="  replicas: 3\n  podLabels: {tier: gold}"))
-    await reapply(kube, isvc_yaml("other", "m", replicas=3))
-    await replicas(kube, "g", 1)
-    await replicas(kube, "other", 3)
+    await reapply(kube, isvc_yaml("svc", "m", replicas=3), "team-a")
+    pods_gold = "  replicas: 3\n  podLabels: {tier: gold}"  # pod labels are not the scope
+    await reapply(kube, service_yaml("svc", "m", extra=pods_gold), "team-b")
+    await replicas_in(kube, "team-a", "svc", 1)
+    await replicas_in(kube, "team-b", "svc", 3)
     q = await quota_status(kube, {"usedGPUCount": 1, "requestedGPUCount": 3}, name="gold")
-    assert [s["name"] for s in q["status"]["services"]] == ["g"]
-    await wait_condition(kube, INFERENCE_SERVICE, "other", "QuotaAdmitted", "True", "NoQuota")
+    assert [(s["namespace"], s["name"]) for s in q["status"]["services"]] == [("team-a", "svc")]
+    await wait_condition(
+        kube, INFERENCE_SERVICE, "svc", "QuotaAdmitted", "True", "NoQuota", namespace="team-b"
+    )
+
+    # team-b is relabelled into the quota's reach: the two share its one GPU, first
+    # come first served (team-a's service is older).
+    await reapply(kube, namespace_yaml("team-b", "gold"))
+    await replicas_in(kube, "team-b", "svc", 0)
+    q = await quota_status(kube, {"usedGPUCount": 1, "requestedGPUCount": 6}, name="gold")
+    rows = [(s["namespace"], s["name"], s["admittedReplicas"]) for s in q["status"]["services"]]
+    assert rows == [("team-a", "svc", 1), ("team-b", "svc", 0)]
+
+    # team-a leaves it: its service is no longer held back, team-b's gets the GPU.
+    await reapply(kube, namespace_yaml("team-a", "free"))
+    await replicas_in(kube, "team-a", "svc", 3)
+    await replicas_in(kube, "team-b", "svc", 1)
+    q = await quota_status(kube, {"usedGPUCount": 1, "requestedGPUCount": 3}, name="gold")
+    assert [(s["namespace"], s["name"]) for s in q["status"]["services"]] == [("team-b", "svc")]
+
+    # No namespace matches any more: the quota says it covers nothing.
+    await reapply(kube, namespace_yaml("team-b", "free"))
+    await replicas_in(kube, "team-b", "svc", 3)
+    q = await quota_status(kube, {"usedGPUCount": 0, "requestedGPUCount": 0}, name="gold")
+    assert q["status"]["services"] == []
 
 
 async def test_namespace_ref_quota_from_another_namespace(

@@ -24,20 +24,19 @@ from controller.resources import (
     GPU_QUOTA,
     INFERENCE_SERVICE,
     MODEL,
+    NAMESPACE,
     ResourceType,
     object_key,
 )
-from reconcilers.quota import (
-    Allocation,
-    Demand,
+from reconcilers.quota_index import (
     Quotas,
     _Scope,
     admission_changes,
-    allocate,
     namespace_allocations,
     quota_index,
     recomputed_allocations,
 )
+from reconcilers.quota_rule import Allocation, Demand, allocate
 from testserver.process import ApiServerProcess
 
 from .conftest import eventually, quota_yaml, reapply
@@ -50,15 +49,16 @@ GROUP = "/apis/inference.llmkube.dev/v1alpha1"
 # -- the index's core against the rule, without a server -------------------------------
 
 
-def _random_demand(rng: random.Random, name: str, keys: list[str]) -> Demand:
+def _random_demand(rng: random.Random, key: tuple[str, str], keys: list[str]) -> Demand:
     covering = tuple(sorted(k for k in keys if rng.random() < 0.7))
     return Demand(
-        name,
+        key[1],
         f"2026-12-03T10:00:0{rng.randrange(4)}Z",  # second resolution: many ties
         rng.randrange(0, 5),
         rng.choice([0, 0, 1, 2, 3]),
         covering,
         rng.randrange(0, 3),
+        key[0],
     )
 
 
@@ -69,23 +69,26 @@ def test_incremental_allocation_matches_the_rule(seed: int) -> None:
     quotas: Quotas = {
         k: ({}, GPUQuotaSpec(gpu_count=rng.randrange(0, 12), namespace_ref="ns")) for k in keys
     }
-    scope = _Scope(quotas)
+    scope = _Scope(quotas, {"ns": tuple(keys), "other": tuple(keys)})
     limits = {k: spec.gpu_count for k, (_, spec) in quotas.items()}
-    demands: dict[str, Demand] = {}
-    before: dict[str, Allocation] = {}
+    demands: dict[tuple[str, str], Demand] = {}
+    before: dict[tuple[str, str], Allocation] = {}
     for _ in range(400):
-        updates: dict[str, Demand | None] = {}
+        updates: dict[tuple[str, str], Demand | None] = {}
         for _ in range(rng.choice([1, 1, 1, 2, 3])):
-            name = f"svc-{rng.randrange(25)}"
-            updates[name] = None if rng.random() < 0.2 else _random_demand(rng, name, keys)
-        for name, d in updates.items():
+            # Two namespaces of one group (a selector quota spans them): one line.
+            key = (rng.choice(["ns", "other"]), f"svc-{rng.randrange(25)}")
+            updates[key] = None if rng.random() < 0.2 else _random_demand(rng, key, keys)
+        for key, d in updates.items():
             if d is None:
-                demands.pop(name, None)
+                demands.pop(key, None)
             else:
-                demands[name] = d
+                demands[key] = d
         changed = scope.update(updates)
         want = allocate(limits, list(demands.values()))
         assert scope.allocations == want
+        for ns in ("ns", "other"):  # the per-namespace views the reconcilers read
+            assert scope.view(ns).allocations == {n: a for (s, n), a in want.items() if s == ns}
         # What it reports as changed is exactly what the rule's answer changed.
         assert changed == {n for n in want.keys() | before.keys() if want.get(n) != before.get(n)}
         before = want
@@ -97,7 +100,7 @@ def test_incremental_allocation_matches_the_rule(seed: int) -> None:
 async def _informers(client: KubeClient) -> AsyncIterator[Cache]:
     cache = Cache()
     tasks = []
-    for rt in (MODEL, INFERENCE_SERVICE, GPU_QUOTA):
+    for rt in (MODEL, INFERENCE_SERVICE, GPU_QUOTA, NAMESPACE):
         informer = Informer(client, rt, watch_timeout=30)
         cache.add(informer)
         tasks.append(asyncio.create_task(informer.run()))
@@ -129,7 +132,7 @@ async def _seen(cache: Cache, rt: ResourceType, written: Obj | None, key: tuple[
     await eventually(probe, what=f"{rt.plural} {key} in the cache")
 
 
-def _model(name: str, count: int, claims: bool) -> Obj:
+def _model(name: str, count: int, claims: bool, ns: str = "default") -> Obj:
     gpu: Obj = {"enabled": True}
     if count:
         gpu["count"] = count
@@ -138,7 +141,7 @@ def _model(name: str, count: int, claims: bool) -> Obj:
     return {
         "apiVersion": "inference.llmkube.dev/v1alpha1",
         "kind": "Model",
-        "metadata": {"name": name, "namespace": "default"},
+        "metadata": {"name": name, "namespace": ns},
         "spec": {
             "source": "Qwen/Qwen3-8B",
             "format": "safetensors",
@@ -147,7 +150,9 @@ def _model(name: str, count: int, claims: bool) -> Obj:
     }
 
 
-def _service(name: str, model: str, replicas: int, team: str, gpu: int | None) -> Obj:
+def _service(
+    name: str, model: str, replicas: int, team: str, gpu: int | None, ns: str = "default"
+) -> Obj:
     spec: Obj = {"modelRef": model, "runtime": "vllm", "replicas": replicas}
     spec["podLabels"] = {"team": team}
     if gpu is not None:
@@ -155,8 +160,16 @@ def _service(name: str, model: str, replicas: int, team: str, gpu: int | None) -
     return {
         "apiVersion": "inference.llmkube.dev/v1alpha1",
         "kind": "InferenceService",
-        "metadata": {"name": name, "namespace": "default"},
+        "metadata": {"name": name, "namespace": ns},
         "spec": spec,
+    }
+
+
+def _namespace(name: str, team: str) -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": name, "labels": {"team": team}},
     }
 
 
@@ -177,9 +190,13 @@ def _quota(name: str, limit: int, selector: bool) -> Obj:
 async def test_index_matches_recomputing_on_randomized_changes(
     kube: KubeClient, cache: Cache
 ) -> None:
+    """Services in two namespaces; "wide" covers `default` by namespaceRef, "team-a" the
+    namespaces labelled team=a (relabelled at random: the two namespaces share its
+    gpuCount while both carry the label)."""
     rng = random.Random(15)
     index = quota_index(cache)
     reported: set[tuple[str, str]] = set()
+    spaces = ("default", "other")
 
     def collect(event: Event) -> None:
         reported.update(admission_changes(cache, event))
@@ -191,23 +208,30 @@ async def test_index_matches_recomputing_on_randomized_changes(
         key = object_key(obj)
         if cache.get(rt, *key) is None:
             return await kube.create(rt, obj)
+        if rt == NAMESPACE:
+            return await kube.patch(rt, "", key[1], {"metadata": obj["metadata"]})
         return await kube.patch(rt, key[0], key[1], {"spec": obj["spec"]})
 
-    for i in range(4):
-        m = _model(f"m{i}", rng.choice([0, 1, 2]), claims=rng.random() < 0.5)
-        await _seen(cache, MODEL, await write(MODEL, m), ("default", f"m{i}"))
-    previous = recomputed_allocations(cache, "default").allocations
-    for step in range(70):
+    for ns in spaces:
+        namespace = _namespace(ns, rng.choice("ab"))
+        await _seen(cache, NAMESPACE, await write(NAMESPACE, namespace), ("", ns))
+        for i in range(4):
+            m = _model(f"m{i}", rng.choice([0, 1, 2]), claims=rng.random() < 0.5, ns=ns)
+            await _seen(cache, MODEL, await write(MODEL, m), (ns, f"m{i}"))
+    previous = {ns: recomputed_allocations(cache, ns).allocations for ns in spaces}
+    spanned = False
+    for step in range(90):
         roll = rng.random()
-        if roll < 0.35:  # create or change a service (replicas, model, labels, resources.gpu)
+        ns = rng.choice(spaces)
+        if roll < 0.3:  # create or change a service (replicas, model, resources.gpu)
             name = f"s{rng.randrange(12)}"
             gpu = rng.choice([None, 1, 2])
-            obj = _service(name, f"m{rng.randrange(5)}", rng.randrange(4), rng.choice("ab"), gpu)
-            await _seen(
-                cache, INFERENCE_SERVICE, await write(INFERENCE_SERVICE, obj), ("default", name)
+            obj = _service(
+                name, f"m{rng.randrange(5)}", rng.randrange(4), rng.choice("ab"), gpu, ns
             )
-        elif roll < 0.5:  # DRA allocated (or released) a service's devices
-            services = cache.list(INFERENCE_SERVICE, "default")
+            await _seen(cache, INFERENCE_SERVICE, await write(INFERENCE_SERVICE, obj), (ns, name))
+        elif roll < 0.42:  # DRA allocated (or released) a service's devices
+            services = cache.list(INFERENCE_SERVICE, ns)
             if not services:
                 continue
             name = rng.choice(services)["metadata"]["name"]
@@ -215,23 +239,26 @@ async def test_index_matches_recomputing_on_randomized_changes(
             allocation = {"allocatedPods": pods, "allocatedDevices": pods * rng.randrange(1, 4)}
             written = await kube.patch(
                 INFERENCE_SERVICE,
-                "default",
+                ns,
                 name,
                 {"status": {"allocation": allocation}},
                 subresource="status",
             )
-            await _seen(cache, INFERENCE_SERVICE, written, ("default", name))
-        elif roll < 0.6:
+            await _seen(cache, INFERENCE_SERVICE, written, (ns, name))
+        elif roll < 0.5:
             name = rng.choice(
-                [s["metadata"]["name"] for s in cache.list(INFERENCE_SERVICE, "default")] or ["s0"]
+                [s["metadata"]["name"] for s in cache.list(INFERENCE_SERVICE, ns)] or ["s0"]
             )
-            await kube.delete(INFERENCE_SERVICE, "default", name)
-            await _seen(cache, INFERENCE_SERVICE, None, ("default", name))
-        elif roll < 0.72:  # a Model's count or claims change
+            await kube.delete(INFERENCE_SERVICE, ns, name)
+            await _seen(cache, INFERENCE_SERVICE, None, (ns, name))
+        elif roll < 0.6:  # a Model's count or claims change
             i = rng.randrange(4)
-            m = _model(f"m{i}", rng.choice([0, 1, 2, 3]), claims=rng.random() < 0.5)
-            await _seen(cache, MODEL, await write(MODEL, m), ("default", f"m{i}"))
-        elif roll < 0.92:  # a quota appears or its limit changes
+            m = _model(f"m{i}", rng.choice([0, 1, 2, 3]), claims=rng.random() < 0.5, ns=ns)
+            await _seen(cache, MODEL, await write(MODEL, m), (ns, f"m{i}"))
+        elif roll < 0.75:  # a namespace moves in or out of the selector's reach
+            written = await write(NAMESPACE, _namespace(ns, rng.choice("ab")))
+            await _seen(cache, NAMESPACE, written, ("", ns))
+        elif roll < 0.93:  # a quota appears or its limit changes
             name = rng.choice(["wide", "team-a"])
             q = _quota(name, rng.randrange(0, 10), selector=name == "team-a")
             await _seen(cache, GPU_QUOTA, await write(GPU_QUOTA, q), ("default", name))
@@ -240,18 +267,53 @@ async def test_index_matches_recomputing_on_randomized_changes(
             if cache.get(GPU_QUOTA, "default", name) is not None:
                 await kube.delete(GPU_QUOTA, "default", name)
                 await _seen(cache, GPU_QUOTA, None, ("default", name))
-        want = recomputed_allocations(cache, "default")
-        got = namespace_allocations(cache, "default")
-        assert got.allocations == want.allocations, f"step {step}"
-        assert got.limits == want.limits, f"step {step}"
-        moved = {
-            ("default", n)
-            for n in want.allocations.keys() | previous.keys()
-            if want.allocations.get(n) != previous.get(n)
-        }
-        assert moved <= reported, f"step {step}: {moved - reported} changed unreported"
-        previous, reported = dict(want.allocations), set()
-    assert index.scopes or not cache.list(GPU_QUOTA)
+        for ns in spaces:
+            want = recomputed_allocations(cache, ns)
+            got = namespace_allocations(cache, ns)
+            assert got.allocations == want.allocations, f"step {step}, {ns}"
+            assert got.limits == want.limits, f"step {step}, {ns}"
+            moved = {
+                (ns, n)
+                for n in want.allocations.keys() | previous[ns].keys()
+                if want.allocations.get(n) != previous[ns].get(n)
+            }
+            assert moved <= reported, f"step {step}: {moved - reported} changed unreported"
+            previous[ns] = dict(want.allocations)
+        reported = set()
+        scope = index.scopes.get("default")
+        spanned |= scope is not None and set(scope.covering) == set(spaces)
+    assert spanned, "the two namespaces never shared a group: the case is not exercised"
+
+
+async def test_a_relabel_inside_a_group_recharges_its_services(
+    kube: KubeClient, cache: Cache
+) -> None:
+    """The group ({a, b}, both quotas) stays the same, but a's services come under the
+    second quota too: they are re-read, not left with the quotas they had."""
+    for ns, labels in (("a", {"team": "x"}), ("b", {"team": "x", "tier": "gold"})):
+        meta: Obj = {"name": ns, "labels": labels}
+        await kube.create(NAMESPACE, {"apiVersion": "v1", "kind": "Namespace", "metadata": meta})
+        await kube.create(MODEL, _model("m", 1, claims=False, ns=ns))
+    for name, selector, limit in (("team", {"team": "x"}, 9), ("gold", {"tier": "gold"}, 1)):
+        quota = _quota(name, limit, selector=True)
+        quota["spec"]["selector"] = {"matchLabels": selector}
+        await kube.create(GPU_QUOTA, quota)
+    written = await kube.create(INFERENCE_SERVICE, _service("s", "m", 3, "x", None, "a"))
+    await _seen(cache, INFERENCE_SERVICE, written, ("a", "s"))
+
+    def quotas_of_s() -> tuple[str, ...] | None:
+        allocation = namespace_allocations(cache, "a").allocations.get("s")
+        return allocation.quotas if allocation else None
+
+    await eventually(lambda: _ready(quotas_of_s() == ("default/team",)), what="s under team")
+    assert set(quota_index(cache).scopes["a"].covering) == {"a", "b"}
+    rebuilds = quota_index(cache).rebuilds
+    relabel: Obj = {"metadata": {"labels": {"tier": "gold"}}}
+    await _seen(cache, NAMESPACE, await kube.patch(NAMESPACE, "", "a", relabel), ("", "a"))
+    assert quotas_of_s() == ("default/gold", "default/team")
+    assert namespace_allocations(cache, "a").allocations["s"].admitted_replicas == 1
+    assert namespace_allocations(cache, "a") == recomputed_allocations(cache, "a")
+    assert quota_index(cache).rebuilds == rebuilds  # the group was kept, not rebuilt
 
 
 async def test_charges_what_dra_allocated(kube: KubeClient, cache: Cache) -> None:

@@ -217,12 +217,40 @@ def test_inference_service_rules() -> None:
 def test_gpu_quota_rules() -> None:
     q = parse_gpu_quota({"gpuCount": 4, "namespaceRef": "team"})
     assert (q.gpu_count, q.namespace_ref) == (4, "team")
-    assert q.covers("other", "team", {}) and not q.covers("team", "other", {})
+    assert q.covers("team", {}) and q.covers("team", None) and not q.covers("other", {})
+    # selector: Namespace labels, in any namespace; a namespace with no Namespace object
+    # has no labels to match.
     sel = parse_gpu_quota({"gpuCount": 2, "selector": {"matchLabels": {"tier": "gold"}}})
-    assert sel.covers("ns", "ns", {"tier": "gold"})
-    assert not sel.covers("ns", "ns", {"tier": "free"}) and not sel.covers(
-        "ns", "x", {"tier": "gold"}
+    assert sel.covers("a", {"tier": "gold"}) and sel.covers("b", {"tier": "gold", "x": "y"})
+    assert not sel.covers("a", {"tier": "free"}) and not sel.covers("a", None)
+    everything = parse_gpu_quota({"gpuCount": 2, "selector": {}})
+    assert everything.covers("a", {}) and not everything.covers("a", None)
+    expr = parse_gpu_quota(
+        {
+            "gpuCount": 1,
+            "selector": {
+                "matchExpressions": [
+                    {"key": "tier", "operator": "In", "values": ["gold", "silver"]},
+                    {"key": "frozen", "operator": "DoesNotExist"},
+                ]
+            },
+        }
     )
+    assert expr.covers("a", {"tier": "silver"}) and not expr.covers("a", {"tier": "bronze"})
+    assert not expr.covers("a", {"tier": "gold", "frozen": "yes"})
+    bad = {
+        "gpuCount": 1,
+        "selector": {
+            "matchExpressions": [
+                {"key": "tier", "operator": "In"},
+                {"key": "x", "operator": "Exists", "values": ["y"]},
+            ]
+        },
+    }
+    assert errors_of(bad, parse_gpu_quota) == [
+        "spec.selector.matchExpressions[0].values: must be non-empty when operator is In",
+        "spec.selector.matchExpressions[1].values: must be empty when operator is Exists",
+    ]
     assert errors_of({"namespaceRef": "a"}, parse_gpu_quota) == ["spec.gpuCount: required"]
     one_of = "spec: exactly one of selector or namespaceRef must be set"
     assert errors_of({"gpuCount": 1}, parse_gpu_quota) == [one_of]
