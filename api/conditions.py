@@ -63,3 +63,5 @@ EXCEEDED = "Exceeded"
 FIELDS_SERVED = "FieldsServed"
 FIELDS_NOT_SERVED = "FieldsNotServed"
 ALL_FIELDS_SERVED = "AllFieldsServed"
+# QuotaAdmitted=False: the service's priority is below a covering GPUQuota's minPriority.
+BELOW_MIN_PRIORITY = "BelowMinPriority"

@@ -82,6 +82,12 @@ STATUS = Object(
                     "gpusPerReplica": Int(),
                     "gpus": Int(),
                     "allocatedGPUs": Int(),
+                    "vramBytes": Int(
+                        fmt="int64", description="GPU memory its admitted replicas use."
+                    ),
+                    "heldBy": Str(
+                        description="What kept replicas back: gpuCount, vramBytes or minPriority."
+                    ),
                 }
             )
         ),
@@ -118,6 +124,7 @@ class GPUQuotaSpec:
     namespace_ref: str | None = None
     selector: LabelSelector | None = None
     min_priority: str | None = None
+    vram_bytes: int = 0  # 0: no VRAM cap (LLMKube)
 
     def covers(self, namespace: str, namespace_labels: Mapping[str, str] | None) -> bool:
         """Does the quota cover the services of this namespace? namespace_labels: the
@@ -162,4 +169,5 @@ def parse_gpu_quota(spec: Any) -> GPUQuotaSpec:
             else None
         ),
         min_priority=data.get("minPriority"),
+        vram_bytes=data.get("vramBytes") or 0,
     )

@@ -544,6 +544,7 @@ class InferenceServiceSpec:
     extra_args: tuple[str, ...] = ()
     autoscaling: Autoscaling | None = None
     fields: PodFields = field(default_factory=PodFields)  # api/podfields.py
+    priority: str = "normal"  # a GPUQuota's minPriority compares it
 
     @property
     def served(self) -> bool:
@@ -710,6 +711,7 @@ def parse_inference_service(spec: Any) -> InferenceServiceSpec:
         extra_args=tuple(data.get("extraArgs") or ()),
         autoscaling=autoscaling,
         fields=fields,
+        priority=data.get("priority", "normal"),
     )
 
 

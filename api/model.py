@@ -7,6 +7,7 @@ from typing import Any
 
 from .common import CONDITIONS, LOCAL_REF, RESOURCE_CLAIMS, TOLERATIONS
 from .errors import InvalidSpec
+from .quantity import bytes_of
 from .schema import Array, Bool, Free, Int, Num, Object, Quantity, Rule, Str, validate
 from .source import ModelSource, parse_source, source_errors
 
@@ -162,6 +163,7 @@ class GPUSpec:
     sharding_strategy: str = "layer"
     layer_split: tuple[str, ...] = ()
     claims: tuple[ClaimRef, ...] = ()
+    memory_bytes: int = 0  # hardware.gpu.memory: one GPU's memory (0: not said)
 
 
 @dataclass(frozen=True)
@@ -235,10 +237,18 @@ def _source_errors(data: dict[str, Any]) -> list[str]:
     return errors
 
 
+def _memory_errors(data: dict[str, Any]) -> list[str]:
+    """hardware.gpu.memory is what a GPUQuota's vramBytes charges: it must say a size."""
+    memory = ((data.get("hardware") or {}).get("gpu") or {}).get("memory")
+    if memory and bytes_of(memory) is None:
+        return [f"spec.hardware.gpu.memory: {memory!r} is not a size (e.g. 80Gi, 24GB)"]
+    return []
+
+
 def parse_model(spec: Any) -> ModelSpec:
     """The typed Model spec, or InvalidSpec listing every problem with its field path."""
     data, errors = validate(SPEC, spec, "spec")
-    errors = errors or _layer_split_errors(data) + _source_errors(data)
+    errors = errors or _layer_split_errors(data) + _source_errors(data) + _memory_errors(data)
     if errors:
         raise InvalidSpec(errors)
     hardware = data.get("hardware") or {}
@@ -263,6 +273,7 @@ def parse_model(spec: Any) -> ModelSpec:
             sharding_strategy=sharding.get("strategy", "layer"),
             layer_split=tuple(sharding.get("layerSplit") or ()),
             claims=claims,
+            memory_bytes=(bytes_of(g["memory"]) or 0) if g.get("memory") else 0,
         ),
         cpu=resources.get("cpu"),
         memory=resources.get("memory"),

@@ -27,7 +27,6 @@ MODEL: Mapping[str, object] = {
     "mmproj": None,
     "hardware.memoryBudget": None,
     "hardware.memoryFraction": None,
-    "hardware.gpu.memory": None,
     "hardware.gpu.tolerationKey": None,
     "hardware.gpu.runtime": None,
 }
@@ -65,8 +64,6 @@ INFERENCE_SERVICE: Mapping[str, object] = {
 }
 
 GPU_QUOTA: Mapping[str, object] = {
-    "vramBytes": None,
-    "minPriority": None,
     "costBudgetRef": None,
 }
 

@@ -106,6 +106,7 @@ class GPUQuotaReconciler:
             "usedGPUCount": used,
             "requestedGPUCount": requested,
             "allocatedGPUCount": sum(a.allocated_gpus for a in ordered),
+            "usedVRAMBytes": sum(a.vram_bytes for a in ordered),
             "services": [
                 {
                     "namespace": a.namespace,
@@ -115,22 +116,33 @@ class GPUQuotaReconciler:
                     "gpusPerReplica": a.gpus_per_replica,
                     "gpus": a.gpus,
                     "allocatedGPUs": a.allocated_gpus,
+                    "vramBytes": a.vram_bytes,
+                    "heldBy": a.held_by or None,
                 }
                 for a in shown_rows(ordered)
             ],
             "omittedServices": max(0, len(ordered) - MAX_ROWS),
         }
-        if requested > used:
+        vram = (
+            f"; {fields['usedVRAMBytes']} of vramBytes {own.vram_bytes} in use"
+            if own.vram_bytes
+            else ""
+        )
+        held = sorted({a.held_by for a in ordered if a.held_by})
+        if held:
             within = Condition(
                 c.WITHIN_LIMIT,
                 False,
                 c.EXCEEDED,
                 f"services ask for {requested} GPUs; {used} are admitted under gpuCount "
-                f"{own.gpu_count}",
+                f"{own.gpu_count}{vram}; held back by {', '.join(held)}",
             )
         else:
             within = Condition(
-                c.WITHIN_LIMIT, True, c.WITHIN_LIMIT, f"{used} of {own.gpu_count} GPUs in use"
+                c.WITHIN_LIMIT,
+                True,
+                c.WITHIN_LIMIT,
+                f"{used} of {own.gpu_count} GPUs in use{vram}",
             )
         ready = Condition(c.READY, True, c.ACCOUNTED, f"{len(ordered)} service(s) accounted")
         await self.ctx.status.write(GPU_QUOTA, obj, fields, [ready, within])

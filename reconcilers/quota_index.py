@@ -45,6 +45,9 @@ from .quota_rule import (
     allocate,
     allocated_devices,
     charge_per_replica,
+    consume,
+    floors_of,
+    limits_of,
 )
 
 Obj = dict[str, Any]
@@ -120,14 +123,17 @@ def demand_for(cache: Cache, isvc: Obj, covering: tuple[str, ...]) -> Demand | N
         model = cache.parsed(MODEL, model_obj, parse_model)
     except InvalidSpec:
         return None
+    charge = charge_per_replica(isvc, model, service)
     return Demand(
         meta["name"],
         str(meta.get("creationTimestamp", "")),
         service.wanted_replicas,
-        charge_per_replica(isvc, model, service),
+        charge,
         covering,
         allocated_devices(isvc)[0] if model.uses_claims else 0,
         namespace,
+        vram_per_replica=model.gpu.memory_bytes * charge,
+        priority=service.priority,
     )
 
 
@@ -139,7 +145,8 @@ def recomputed_allocations(cache: Cache, namespace: str) -> NamespaceQuota:
     over = {key for key, namespaces in covers.items() if namespaces & group}
     if not over:
         return NamespaceQuota({}, {})
-    limits = {key: quotas[key][1].gpu_count for key in over}
+    specs = {key: quotas[key][1] for key in over}
+    limits = limits_of(specs)
     demands = []
     for ns in group:
         covering = tuple(sorted(k for k in over if ns in covers[k]))
@@ -147,7 +154,7 @@ def recomputed_allocations(cache: Cache, namespace: str) -> NamespaceQuota:
             demand = demand_for(cache, isvc, covering)
             if demand is not None:
                 demands.append(demand)
-    allocations = allocate(limits, demands)
+    allocations = allocate(limits, demands, floors_of(specs))
     return NamespaceQuota(limits, {n: a for (ns, n), a in allocations.items() if ns == namespace})
 
 
@@ -189,8 +196,10 @@ class _Scope:
     def __init__(self, quotas: Quotas, covering: dict[str, tuple[str, ...]]) -> None:
         self.quotas = quotas
         self.covering = covering  # namespace -> keys of the quotas covering it
-        self.limits = {key: spec.gpu_count for key, (_, spec) in quotas.items()}
-        self.keys = tuple(sorted(quotas))
+        specs = {key: spec for key, (_, spec) in quotas.items()}
+        self.limits = limits_of(specs)  # GPU and VRAM budgets
+        self.floors = floors_of(specs)  # minPriority weights
+        self.keys = tuple(sorted(self.limits))
         self.order: list[tuple[str, str, str]] = []  # Demand.turn
         self.demands: dict[Key, Demand] = {}
         self.before: dict[Key, tuple[int, ...]] = {}  # leftovers, in `keys` order
@@ -243,8 +252,7 @@ class _Scope:
         _, ns, name = self.order[position - 1]
         prev = self.allocations[ns, name]
         left = dict(zip(self.keys, self.before[ns, name], strict=True))
-        for q in prev.quotas:
-            left[q] -= prev.admitted_replicas * prev.gpus_per_replica
+        consume(left, prev)
         return left
 
     def update(self, updates: Mapping[Key, Demand | None]) -> set[Key]:
@@ -293,7 +301,7 @@ class _Scope:
             if i >= stop_from and self.before.get(key) == snapshot:
                 break
             self.before[key] = snapshot
-            allocation = admit(self.demands[key], left)
+            allocation = admit(self.demands[key], left, self.floors)
             if self.allocations.get(key) != allocation:
                 self._set(key, allocation)
                 changed.add(key)

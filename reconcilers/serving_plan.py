@@ -25,7 +25,7 @@ from .devices import device_classes, model_demand, templates
 from .gpu import DEFAULT_RESOURCE_NAMES, replica_charge
 from .kueue import KueueSettings, kueue_status, queue_name
 from .quota_index import namespace_allocations
-from .quota_rule import Allocation
+from .quota_rule import MIN_PRIORITY, VRAM_BYTES, Allocation
 from .runtime_checks import Problem, runtime_problems
 from .runtimes import RuntimeCommand, runtime_command
 from .workload import model_location
@@ -128,7 +128,7 @@ def plan(
             c.ARGV_VALID,
             f"{service.runtime} argv, image and model form fit the GPUs a pod gets",
         ),
-        quota_condition(service, facts.limit, admitted, per_replica),
+        quota_condition(service, facts.limit, admitted, per_replica, facts.allocation),
         suspended_condition(service),
     ]
     if demand is not None:
@@ -158,11 +158,33 @@ def plan(
 
 
 def quota_condition(
-    service: InferenceServiceSpec, limit: int | None, admitted: int, per_replica: int
+    service: InferenceServiceSpec,
+    limit: int | None,
+    admitted: int,
+    per_replica: int,
+    allocation: Allocation | None = None,
 ) -> Condition:
     wanted = service.wanted_replicas
     if limit is None:
         return Condition(c.QUOTA_ADMITTED, True, c.NO_QUOTA, "no GPUQuota covers this service")
+    held_by = allocation.held_by if allocation is not None else ""
+    if admitted < wanted and held_by == MIN_PRIORITY:
+        return Condition(
+            c.QUOTA_ADMITTED,
+            False,
+            c.BELOW_MIN_PRIORITY,
+            f"spec.priority {service.priority!r} is below a covering GPUQuota's minPriority: "
+            f"0 of {wanted} replicas admitted",
+        )
+    if admitted < wanted and held_by == VRAM_BYTES and allocation is not None:
+        return Condition(
+            c.QUOTA_ADMITTED,
+            False,
+            c.QUOTA_EXCEEDED,
+            f"GPUQuota vramBytes: {admitted} of {wanted} replicas admitted at "
+            f"{allocation.vram_per_replica} bytes of GPU memory each (the Model's "
+            f"hardware.gpu.memory x {per_replica} GPU(s))",
+        )
     if admitted < wanted:
         return Condition(
             c.QUOTA_ADMITTED,

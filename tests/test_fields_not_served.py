@@ -70,7 +70,7 @@ def test_list_items_are_named_by_index() -> None:
         "spec.multiNode.members[1].fabric.ibHCA",
         "spec.multiNode.members[1].modelCache",
     ]
-    assert gpu_quota_fields({"gpuCount": 2, "vramBytes": 10}) == ["spec.vramBytes"]
+    assert gpu_quota_fields({"gpuCount": 2, "costBudgetRef": "b"}) == ["spec.costBudgetRef"]
 
 
 async def fields_served(kube: KubeClient, rt: Any, name: str, status: str) -> dict[str, Any]:
@@ -123,11 +123,11 @@ async def test_model_and_quota_name_theirs_and_a_plain_object_has_none(
     await apply_text(kube, CPU_MODEL)
     sha = "  sha256: " + "ab" * 32
     await apply_text(kube, model_yaml("hashed", "      enabled: true\n      count: 1", sha))
-    await apply_text(kube, quota_yaml(4, scope="namespaceRef: default, vramBytes: 1000"))
+    await apply_text(kube, quota_yaml(4, scope="namespaceRef: default, costBudgetRef: monthly"))
     obj = await fields_served(kube, MODEL, "hashed", "False")
     assert condition(obj, "FieldsServed")["message"].endswith(": spec.sha256")  # type: ignore[index]
     obj = await fields_served(kube, GPU_QUOTA, "team", "False")
-    assert condition(obj, "FieldsServed")["message"].endswith(": spec.vramBytes")  # type: ignore[index]
+    assert condition(obj, "FieldsServed")["message"].endswith(": spec.costBudgetRef")  # type: ignore[index]
 
     async def plain_model_ready() -> dict[str, Any] | None:
         m = await kube.get(MODEL, "default", "m")

@@ -36,7 +36,7 @@ from reconcilers.quota_index import (
     quota_index,
     recomputed_allocations,
 )
-from reconcilers.quota_rule import Allocation, Demand, allocate
+from reconcilers.quota_rule import Allocation, Demand, allocate, floors_of, limits_of
 from testserver.process import ApiServerProcess
 
 from .conftest import eventually, quota_yaml, reapply
@@ -59,6 +59,8 @@ def _random_demand(rng: random.Random, key: tuple[str, str], keys: list[str]) ->
         covering,
         rng.randrange(0, 3),
         key[0],
+        vram_per_replica=rng.choice([0, 0, 8, 16, 24]),
+        priority=rng.choice(["normal", "normal", "batch", "high", "critical"]),
     )
 
 
@@ -67,10 +69,21 @@ def test_incremental_allocation_matches_the_rule(seed: int) -> None:
     rng = random.Random(seed)
     keys = [f"ns/q{i}" for i in range(rng.randrange(1, 4))]
     quotas: Quotas = {
-        k: ({}, GPUQuotaSpec(gpu_count=rng.randrange(0, 12), namespace_ref="ns")) for k in keys
+        k: (
+            {},
+            GPUQuotaSpec(
+                gpu_count=rng.randrange(0, 12),
+                namespace_ref="ns",
+                # Some quotas cap VRAM or refuse low priorities: more budgets per turn.
+                vram_bytes=rng.choice([0, 0, 40, 100]),
+                min_priority=rng.choice([None, None, "normal", "high"]),
+            ),
+        )
+        for k in keys
     }
     scope = _Scope(quotas, {"ns": tuple(keys), "other": tuple(keys)})
-    limits = {k: spec.gpu_count for k, (_, spec) in quotas.items()}
+    specs = {k: spec for k, (_, spec) in quotas.items()}
+    limits, floors = limits_of(specs), floors_of(specs)
     demands: dict[tuple[str, str], Demand] = {}
     before: dict[tuple[str, str], Allocation] = {}
     for _ in range(400):
@@ -85,7 +98,7 @@ def test_incremental_allocation_matches_the_rule(seed: int) -> None:
             else:
                 demands[key] = d
         changed = scope.update(updates)
-        want = allocate(limits, list(demands.values()))
+        want = allocate(limits, list(demands.values()), floors)
         assert scope.allocations == want
         for ns in ("ns", "other"):  # the per-namespace views the reconcilers read
             assert scope.view(ns).allocations == {n: a for (s, n), a in want.items() if s == ns}
