@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 BENCH_ARGS ?=
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo test lint typecheck pytest bench wheels sync-data clean crds
+.PHONY: install demo test lint typecheck pytest bench wheels sync-data clean crds llama-server
 
 # The product (editable, with the dev tools) and the test API server's own distribution
 # (packaging/testserver: not in the product wheel, needed by the demo and the tests).
@@ -43,7 +43,15 @@ sync-data:
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-pytest: $(STAMP)
+# llama.cpp's llama-server, CPU only, built once from the llama.cpp tree PyPI's
+# llama-cpp-python sdist vendors and cached under ~/.cache/llmkube-py (about 8 min on
+# 2 cores the first time): tests/test_llama_server_real.py runs our pods' argv on it,
+# and skips, saying why, where it cannot be built.
+llama-server: $(STAMP)
+	@PYTHON=$(BIN)/python scripts/build-llama-server.sh >/dev/null \
+		|| echo "llama-server was not built: tests/test_llama_server_real.py will skip"
+
+pytest: $(STAMP) llama-server
 	$(BIN)/pytest -q
 
 test: lint typecheck pytest
