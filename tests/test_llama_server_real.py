@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -78,6 +79,7 @@ class Case:
 @dataclass
 class Outcome:
     argv: list[str]
+    refused: list[str] = field(default_factory=list)  # our reasons, when we refuse it
     failures: list[str] = field(default_factory=list)
     log: str = ""
 
@@ -158,6 +160,11 @@ FIELD_CASES = [
     _field("extraArgs-model-spelling", extraArgs=["-m", "/elsewhere/model.gguf"]),
 ]
 CASES = example_cases() + FIELD_CASES
+# Samples we refuse with a condition instead of starting a pod: not run.
+REFUSED_SAMPLES = {
+    # an MLX model (LLMKube's metal agent) named under runtime llamacpp
+    "inferenceservice_qwen3_4b_vllm_swift_turboquant/qwen-tq": ["ModelFormatNotSupported"],
+}
 
 
 @pytest.fixture(scope="session")
@@ -232,7 +239,7 @@ class Server:
     def log(self) -> str:
         self.proc.kill()
         out, _ = self.proc.communicate()
-        return out[-4000:]
+        return out
 
 
 def start(binary: Path, argv: list[str], port: int) -> Server:
@@ -242,6 +249,7 @@ def start(binary: Path, argv: list[str], port: int) -> Server:
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        errors="replace",
         env=env,
     )
     return Server(proc, port)
@@ -281,7 +289,7 @@ def _check_endpoint(mode: str, port: int) -> list[str]:
         status, body = _http(
             port, "POST", "/v1/chat/completions", {"messages": msgs, "max_tokens": 4}
         )
-        ok = status == 200 and body["choices"][0]["message"]["role"] == "assistant"
+        ok = status == 200 and body["choices"][0]["message"]["content"].startswith(" ok")
     return [] if ok else [f"{mode} endpoint: {status} {str(body)[:300]}"]
 
 
@@ -293,7 +301,7 @@ def run_case(binary: Path, model_path: Path, case: Case) -> Outcome:
     outcome = Outcome(args)
     problems = runtime_problems(service, model, model_location(model)[0])
     if problems:
-        outcome.failures.append(f"refused: {[p.message for p in problems]}")
+        outcome.refused = [p.reason for p in problems]
         return outcome
     (http,) = (p for p in container["ports"] if p["name"] == "http")
     if _value(args, "--port") != str(http["containerPort"]):
@@ -336,7 +344,8 @@ def test_the_pod_argv_serves_under_the_real_llama_server(
     case: Case, outcomes: dict[str, Outcome]
 ) -> None:
     outcome = outcomes[case.name]
-    assert not outcome.failures, (outcome.failures, outcome.argv, outcome.log)
+    assert outcome.refused == REFUSED_SAMPLES.get(case.name, [])
+    assert not outcome.failures, (outcome.failures, outcome.argv, outcome.log[-4000:])
 
 
 def test_the_examples_are_all_there() -> None:
@@ -345,10 +354,20 @@ def test_the_examples_are_all_there() -> None:
     assert len(names) >= 18
 
 
-def test_flash_attention_is_on_in_the_cpu_server(outcomes: dict[str, Outcome]) -> None:
-    outcome = outcomes["flashAttention-true"]
-    assert _value(outcome.argv, "--flash-attn") == "on"
-    assert re.search(r"flash_attn\s+= enabled", outcome.log), outcome.log
+@pytest.mark.parametrize(("on", "state"), [(True, "enabled"), (False, "disabled")])
+def test_flash_attention_is_served_on_a_cpu_model(
+    on: bool, state: str, llama_server: Path, tiny_gguf: Path
+) -> None:
+    """The server's own log line (at -lv 4, added to read it): not dropped to auto."""
+    service = parse_inference_service({"modelRef": "tiny", "flashAttention": on})
+    args = pod_spec(ISVC, service, parse_model(CPU_GGUF), "tiny")["containers"][0]["args"]
+    port = _free_port()
+    server = start(llama_server, [*for_this_machine(args, tiny_gguf, port), "-lv", "4"], port)
+    try:
+        healthy = wait_healthy(server) and _check_endpoint("chat", port) == []
+    finally:
+        log = server.log()
+    assert healthy and re.search(rf"flash_attn\s+= {state}", log), log[-4000:]
 
 
 def test_the_binary_is_the_release_the_images_pin(llama_server: Path) -> None:
@@ -401,4 +420,5 @@ def test_what_we_refuse_fails_under_the_real_llama_server(
         code = server.proc.wait(timeout=START_DEADLINE)
     finally:
         log = server.log()
-    assert code != 0 and says in log, log
+    # b10068 then dies of SIGSEGV, at times before its log thread wrote the line.
+    assert code != 0 and (says in log or code == -signal.SIGSEGV), log[-4000:]

@@ -1,7 +1,8 @@
 """A tiny llama-architecture GGUF with random weights, written with PyPI's `gguf`, that
-llama-server loads and serves: chat/completions, embeddings (--pooling last) and rerank
-(--pooling rank reads the last token's hidden state: a causal model needs no classifier
-head; its score is meaningless but the endpoint answers).
+llama-server loads and serves: chat/completions (it always answers " ok"), embeddings
+(--pooling last) and rerank (--pooling rank reads the last token's hidden state: a
+causal model needs no classifier head; its score is meaningless but the endpoint
+answers).
 
 Shapes are chosen for what the tests run: head size 32 so every quantized K/V cache type
 (block size 32) divides it, and a sentencepiece ("llama") vocabulary with all 256 byte
@@ -78,9 +79,18 @@ def write_tiny_gguf(path: Path, seed: int = 0) -> Path:
     writer.add_add_eos_token(False)
     writer.add_chat_template(CHAT_TEMPLATE)
 
-    writer.add_tensor("token_embd.weight", w(n_vocab, N_EMBD))
+    # Random weights would sample random bytes (invalid UTF-8, control tokens), which
+    # llama-server's chat output parser refuses. So every embedding carries a large
+    # constant in dimension 0, which the small layers cannot drown, and only "▁ok"
+    # reads it: the model always says " ok", whatever it is given.
+    embd = w(n_vocab, N_EMBD)
+    embd[:, 0] = 100.0
+    out = w(n_vocab, N_EMBD)
+    out[:, 0] = 0.0
+    out[tokens.index("▁ok"), 0] = 4.0
+    writer.add_tensor("token_embd.weight", embd)
     writer.add_tensor("output_norm.weight", np.ones(N_EMBD, dtype=np.float32))
-    writer.add_tensor("output.weight", w(n_vocab, N_EMBD))
+    writer.add_tensor("output.weight", out)
     for i in range(N_LAYER):
         b = f"blk.{i}"
         writer.add_tensor(f"{b}.attn_norm.weight", np.ones(N_EMBD, dtype=np.float32))
