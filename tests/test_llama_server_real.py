@@ -32,6 +32,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -235,14 +236,19 @@ def _http(port: int, method: str, path: str, body: Obj | None = None) -> tuple[i
 class Server:
     proc: subprocess.Popen[str]
     port: int
+    argv: list[str]
+    healthy: bool = False
+    _log: str | None = None
 
     def log(self) -> str:
-        self.proc.kill()
-        out, _ = self.proc.communicate()
-        return out
+        """Stop it (if still running) and return all it printed."""
+        if self._log is None:
+            self.proc.kill()
+            self._log = self.proc.communicate()[0]
+        return self._log
 
 
-def start(binary: Path, argv: list[str], port: int) -> Server:
+def _start(binary: Path, argv: list[str], port: int) -> Server:
     env = {k: v for k, v in os.environ.items() if not k.startswith("LLAMA_ARG_")}
     proc = subprocess.Popen(
         [str(binary), *argv],
@@ -252,10 +258,10 @@ def start(binary: Path, argv: list[str], port: int) -> Server:
         errors="replace",
         env=env,
     )
-    return Server(proc, port)
+    return Server(proc, port, argv)
 
 
-def wait_healthy(server: Server) -> bool:
+def _wait_healthy(server: Server) -> bool:
     """True once /health answers 200; False if the process exits first."""
     deadline = time.monotonic() + START_DEADLINE
     while time.monotonic() < deadline:
@@ -268,6 +274,18 @@ def wait_healthy(server: Server) -> bool:
             pass
         time.sleep(0.1)
     return False
+
+
+def launch(binary: Path, argv_for: Callable[[int], list[str]]) -> Server:
+    """Start it on a free port and wait for /health (or its exit). Another process can
+    take the port between our probe and its bind: then it is started again."""
+    for _ in range(3):
+        port = _free_port()
+        server = _start(binary, argv_for(port), port)
+        server.healthy = _wait_healthy(server)
+        if server.healthy or "couldn't bind HTTP server socket" not in server.log():
+            break
+    return server
 
 
 def _value(argv: list[str], name: str) -> str | None:
@@ -306,11 +324,10 @@ def run_case(binary: Path, model_path: Path, case: Case) -> Outcome:
     (http,) = (p for p in container["ports"] if p["name"] == "http")
     if _value(args, "--port") != str(http["containerPort"]):
         outcome.failures.append(f"--port is not the container port {http['containerPort']}")
-    port = _free_port()
-    outcome.argv = for_this_machine(args, model_path, port)
-    server = start(binary, outcome.argv, port)
+    server = launch(binary, lambda port: for_this_machine(args, model_path, port))
+    outcome.argv, port = server.argv, server.port
     try:
-        if not wait_healthy(server):
+        if not server.healthy:
             outcome.failures.append("/health never answered 200")
             return outcome
         for kind in ("startupProbe", "readinessProbe", "livenessProbe"):
@@ -361,10 +378,11 @@ def test_flash_attention_is_served_on_a_cpu_model(
     """The server's own log line (at -lv 4, added to read it): not dropped to auto."""
     service = parse_inference_service({"modelRef": "tiny", "flashAttention": on})
     args = pod_spec(ISVC, service, parse_model(CPU_GGUF), "tiny")["containers"][0]["args"]
-    port = _free_port()
-    server = start(llama_server, [*for_this_machine(args, tiny_gguf, port), "-lv", "4"], port)
+    server = launch(
+        llama_server, lambda port: [*for_this_machine(args, tiny_gguf, port), "-lv", "4"]
+    )
     try:
-        healthy = wait_healthy(server) and _check_endpoint("chat", port) == []
+        healthy = server.healthy and _check_endpoint("chat", server.port) == []
     finally:
         log = server.log()
     assert healthy and re.search(rf"flash_attn\s+= {state}", log), log[-4000:]
@@ -414,11 +432,9 @@ def test_what_we_refuse_fails_under_the_real_llama_server(
     model = parse_model(CPU_GGUF)
     assert runtime_problems(service, model, "/models/tiny.gguf")  # the extraArgs spelling
     args = pod_spec(ISVC, service, model, "tiny")["containers"][0]["args"]
-    port = _free_port()
-    server = start(llama_server, for_this_machine(args, tiny_gguf, port), port)
-    try:
-        code = server.proc.wait(timeout=START_DEADLINE)
-    finally:
-        log = server.log()
+    server = launch(llama_server, lambda port: for_this_machine(args, tiny_gguf, port))
+    log = server.log()
+    code = server.proc.returncode
+    assert not server.healthy
     # b10068 then dies of SIGSEGV, at times before its log thread wrote the line.
     assert code != 0 and (says in log or code == -signal.SIGSEGV), log[-4000:]
