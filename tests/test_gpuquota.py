@@ -54,6 +54,7 @@ async def test_charges_count_per_replica(kube: KubeClient, controller: Manager) 
             "gpusPerReplica": 2,
             "gpus": 6,
             "allocatedGPUs": 0,
+            "vramBytes": 0,  # its Model says no hardware.gpu.memory
         }
     ]
     assert condition(q, "WithinLimit")["status"] == "True"  # type: ignore[index]
