@@ -544,6 +544,12 @@ class InferenceServiceSpec:
     extra_args: tuple[str, ...] = ()
     autoscaling: Autoscaling | None = None
     fields: PodFields = field(default_factory=PodFields)  # api/podfields.py
+    # spec.modelCache: persistence Cached|Ephemeral (None: the operator's setting) and a
+    # user-owned cache claim that replaces the operator's.
+    cache_persistence: str | None = None
+    cache_claim: str | None = None
+    # <runtime>Config.hfTokenSecretRef: (Secret, key) that HF_TOKEN comes from.
+    hf_token: tuple[str, str] | None = None
 
     @property
     def served(self) -> bool:
@@ -659,7 +665,16 @@ def parse_inference_service(spec: Any) -> InferenceServiceSpec:
     sharing = res.get("gpuSharing") or {}
     mn = data.get("multiNode")
     ep = data.get("endpoint") or {}
+    cache = data.get("modelCache") or {}
+    section = {"vllm": "vllmConfig", "sglang": "sglangConfig", "tgi": "tgiConfig"}
+    runtime = data.get("runtime", "llamacpp")
+    token = ((data.get(section.get(runtime, "")) or {}) if runtime in section else {}).get(
+        "hfTokenSecretRef"
+    )
     return InferenceServiceSpec(
+        cache_persistence=cache.get("persistence"),
+        cache_claim=cache.get("claimName") or None,
+        hf_token=(token["name"], token.get("key") or "HF_TOKEN") if token else None,
         model_ref=data["modelRef"],
         runtime=data.get("runtime", "llamacpp"),
         mode=data.get("mode", "chat"),

@@ -18,13 +18,7 @@ from typing import Any
 Obj = dict[str, Any]
 
 MODEL: Mapping[str, object] = {
-    "sha256": None,
     "sourceSecretRef": None,
-    "refreshPolicy": "IfNotPresent",
-    "prefetch": False,
-    "prefetchTolerations": None,
-    "files": None,
-    "mmproj": None,
     "hardware.memoryBudget": None,
     "hardware.memoryFraction": None,
     "hardware.gpu.memory": None,
@@ -52,7 +46,6 @@ INFERENCE_SERVICE: Mapping[str, object] = {
     "pagedSSDCacheDir": None,
     "hotCacheMaxSize": None,
     "pagedSSDCacheMaxSize": None,
-    "modelCache": None,
     "personaPlexConfig": None,
     "rolloutPolicy": None,
     "slo": None,
@@ -89,6 +82,7 @@ SERVED_RUNTIME_CONFIG: Mapping[str, frozenset[str]] = {
             "enableExpertParallel",
             "cpuOffloadGB",
             "gpuMemoryUtilization",
+            "hfTokenSecretRef",
         }
     ),
     "sglang": frozenset(
@@ -99,9 +93,12 @@ SERVED_RUNTIME_CONFIG: Mapping[str, frozenset[str]] = {
             "contextLength",
             "memFractionStatic",
             "quantization",
+            "hfTokenSecretRef",
         }
     ),
-    "tgi": frozenset({"quantize", "maxInputLength", "maxTotalTokens", "dtype"}),
+    "tgi": frozenset(
+        {"quantize", "maxInputLength", "maxTotalTokens", "dtype", "hfTokenSecretRef"}
+    ),
 }
 _CONFIG_SECTION = {"vllm": "vllmConfig", "sglang": "sglangConfig", "tgi": "tgiConfig"}
 
@@ -157,7 +154,9 @@ def model_fields(spec: Any) -> list[str]:
     if not isinstance(spec, dict):
         return []
     paths = _set_paths(spec, MODEL)
-    if str(spec.get("source") or "").startswith("s3://"):  # the loader's credentials
+    # sourceSecretRef: the s3 loader's credentials, or the HF token of an hf:// / repo source.
+    source = str(spec.get("source") or "")
+    if source.startswith(("s3://", "hf://")) or not source.startswith(("/", "pvc:", "file:", "http")):
         paths = [p for p in paths if p != "spec.sourceSecretRef"]
     return paths
 

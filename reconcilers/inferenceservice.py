@@ -59,6 +59,8 @@ from .devices import allocation_status, device_classes, model_demand, templates
 from .disruption import ensure_budget, protected
 from .gpu import DEFAULT_RESOURCE_NAMES, attachment_kind, replica_charge
 from .kueue import KueueSettings, kueue_status, label_workload, queue_name
+from .loader import Store
+from .model_cache import ClaimMaker, store_for
 from .pod_lifetime import recycle_expired
 from .quota import admission_changes, namespace_allocations
 from .runtime_checks import Problem, runtime_problems
@@ -112,6 +114,7 @@ class InferenceServiceReconciler:
     def __init__(self, ctx: Context, kueue: KueueSettings | None = None) -> None:
         self.ctx = ctx
         self.kueue = kueue or KueueSettings()
+        self.claims = ClaimMaker()
 
     @property
     def primary(self) -> ResourceType:
@@ -340,8 +343,14 @@ class InferenceServiceReconciler:
         # What the runtime's parser cannot see (parallelism vs the GPUs a pod gets, model
         # form, image): refused before any workload is written; a running one is left.
         # Built once: checked here, and the Deployment's pods run this same command.
-        model_arg = model_location(model, service.runtime, self.ctx.allowed_host_path_roots).arg
-        command = runtime_command(service, model, model_arg, service.model_ref, claimed)
+        store = store_for(isvc, service, model, self.ctx.model_cache)
+        placement = model_location(
+            model, service.runtime, self.ctx.allowed_host_path_roots, store, service.hf_token
+        )
+        model_arg = placement.arg
+        command = runtime_command(
+            service, model, model_arg, service.model_ref, claimed, mmproj=placement.mmproj
+        )
         problems = runtime_problems(service, model, model_arg, claimed, command)
         if service.multi_node is not None and extended_class and not model.uses_claims:
             problems.insert(0, _multi_node_via_dra(model, extended_class))
@@ -400,11 +409,15 @@ class InferenceServiceReconciler:
             conditions.append(kueue_condition)
         uid = isvc["metadata"]["uid"]
         try:
+            # The cache claim first: the pods mount it (create only; never changed).
+            await self.claims.ensure(self.ctx, isvc, store)
             if service.multi_node is not None:
-                ready, running, pending = await self._ensure_members(isvc, service, model, admitted)
+                ready, running, pending = await self._ensure_members(
+                    isvc, service, model, admitted, store
+                )
             else:
                 ready, running, pending = await self._ensure_deployment(
-                    isvc, service, model, admitted, claimed, queue, command
+                    isvc, service, model, admitted, claimed, queue, command, store
                 )
             await ensure(
                 self.ctx.client,
@@ -486,6 +499,7 @@ class InferenceServiceReconciler:
         claimed: int | None,
         queue: str | None,
         command: RuntimeCommand,
+        store: Store,
     ) -> tuple[int, int, str]:
         desired = build_deployment(
             isvc,
@@ -496,6 +510,7 @@ class InferenceServiceReconciler:
             claimed_devices=claimed,
             rt=command,
             roots=self.ctx.allowed_host_path_roots,
+            store=store,
         )
         if claimed is not None:
             annotations = desired["metadata"].setdefault("annotations", {})
@@ -511,7 +526,12 @@ class InferenceServiceReconciler:
         return ready, running, self._unschedulable(isvc)
 
     async def _ensure_members(
-        self, isvc: Obj, service: InferenceServiceSpec, model: ModelSpec, admitted: int
+        self,
+        isvc: Obj,
+        service: InferenceServiceSpec,
+        model: ModelSpec,
+        admitted: int,
+        store: Store,
     ) -> tuple[int, int, str]:
         ns, _ = object_key(isvc)
         uid = isvc["metadata"]["uid"]
@@ -522,6 +542,7 @@ class InferenceServiceReconciler:
             service.model_ref,
             min(admitted, 1),
             roots=self.ctx.allowed_host_path_roots,
+            store=store,
         )
         wanted = {p["metadata"]["name"] for p in pods}
         ready = 0
