@@ -266,7 +266,10 @@ def _file_errors(data: dict[str, Any]) -> list[str]:
     files = list(data.get("files") or [])
     mmproj = data.get("mmproj")
     errors = []
-    for at, name in [*((f"spec.files[{i}]", f) for i, f in enumerate(files)), ("spec.mmproj", mmproj)]:
+    for at, name in [
+        *((f"spec.files[{i}]", f) for i, f in enumerate(files)),
+        ("spec.mmproj", mmproj),
+    ]:
         if name is None:
             continue
         if not REPO_FILE.match(name) or ".." in name.split("/"):

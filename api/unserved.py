@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from .source import SourceError, parse_source
+
 Obj = dict[str, Any]
 
 MODEL: Mapping[str, object] = {
@@ -24,6 +26,15 @@ MODEL: Mapping[str, object] = {
     "hardware.gpu.memory": None,
     "hardware.gpu.tolerationKey": None,
     "hardware.gpu.runtime": None,
+}
+
+# Served only where a loader stages the Model (http(s), hf://…/file, s3, spec.files): for a
+# hub repo the runtime downloads, or a pvc/host path, nothing verifies or prefetches.
+LOADER_ONLY: Mapping[str, object] = {
+    "sha256": None,
+    "refreshPolicy": "IfNotPresent",
+    "prefetch": False,
+    "prefetchTolerations": None,
 }
 
 # Read only by the runtimes named (LLMKube ignores them on the others).
@@ -96,9 +107,7 @@ SERVED_RUNTIME_CONFIG: Mapping[str, frozenset[str]] = {
             "hfTokenSecretRef",
         }
     ),
-    "tgi": frozenset(
-        {"quantize", "maxInputLength", "maxTotalTokens", "dtype", "hfTokenSecretRef"}
-    ),
+    "tgi": frozenset({"quantize", "maxInputLength", "maxTotalTokens", "dtype", "hfTokenSecretRef"}),
 }
 _CONFIG_SECTION = {"vllm": "vllmConfig", "sglang": "sglangConfig", "tgi": "tgiConfig"}
 
@@ -154,11 +163,25 @@ def model_fields(spec: Any) -> list[str]:
     if not isinstance(spec, dict):
         return []
     paths = _set_paths(spec, MODEL)
+    if not _loaded(spec):
+        paths += _set_paths(spec, LOADER_ONLY)
     # sourceSecretRef: the s3 loader's credentials, or the HF token of an hf:// / repo source.
     source = str(spec.get("source") or "")
-    if source.startswith(("s3://", "hf://")) or not source.startswith(("/", "pvc:", "file:", "http")):
+    if source.startswith(("s3://", "hf://")) or not source.startswith(
+        ("/", "pvc:", "file:", "http")
+    ):
         paths = [p for p in paths if p != "spec.sourceSecretRef"]
     return paths
+
+
+def _loaded(spec: Obj) -> bool:
+    """Whether a loader stages this Model (spec.files, or a one-file source)."""
+    if spec.get("files") or spec.get("mmproj"):
+        return True
+    try:
+        return parse_source(str(spec.get("source") or "")).kind in ("url", "hub-file", "s3")
+    except SourceError:
+        return False
 
 
 def inference_service_fields(spec: Any) -> list[str]:

@@ -85,7 +85,7 @@ download() {  # $1 URL, $2 destination, $3 where the ETag goes; resumes an earli
   fi
 }
 staged=""; downloaded=""; first=1; primary_sum=""; primary_size=""; source_etag=""
-while IFS=' ' read -r rel url; do
+while IFS=' ' read -r url rel; do
   [ -n "$rel" ] || continue
   dest="$dir/$rel"
   mark="$(dirname "$dest")/.$(basename "$dest")"
@@ -121,7 +121,11 @@ while IFS=' ' read -r rel url; do
     fi
     mv "$dest.part" "$dest"
     printf '%s\n' "$sum" >"$mark.sha256"
-    if [ -s "$mark.etag.new" ]; then mv "$mark.etag.new" "$mark.etag"; else rm -f "$mark.etag.new"; fi
+    if [ -s "$mark.etag.new" ]; then
+      mv "$mark.etag.new" "$mark.etag"
+    else
+      rm -f "$mark.etag.new"
+    fi
     downloaded="$downloaded${downloaded:+,}\"$(esc "$rel")\""
   fi
   sum="$(cat "$mark.sha256")"
@@ -137,9 +141,10 @@ while IFS=' ' read -r rel url; do
 done <<EOF
 $LOADER_FILES
 EOF
-printf '{"cacheKey":"%s","path":"%s","size":"%s","sha256":"%s","stagedFiles":[%s],"downloaded":[%s],"sourceETag":"%s"}' \
-  "$LOADER_CACHE_KEY" "$(esc "$LOADER_PATH")" "$primary_size" "$primary_sum" "$staged" \
-  "$downloaded" "$source_etag" >"$log"
+printf '{"cacheKey":"%s","path":"%s","size":"%s","sha256":"%s",%s}' \
+  "$LOADER_CACHE_KEY" "$(esc "$LOADER_PATH")" "$primary_size" "$primary_sum" \
+  "\"stagedFiles\":[$staged],\"downloaded\":[$downloaded],\"sourceETag\":\"$source_etag\"" \
+  >"$log"
 echo "staged in $dir: $staged"
 """
 
@@ -258,7 +263,8 @@ def loader_for(
         {"name": "LOADER_DIR", "value": directory},
         {"name": "LOADER_PATH", "value": path},
         {"name": "LOADER_CACHE_KEY", "value": model.cache_key},
-        {"name": "LOADER_FILES", "value": "\n".join(f"{rel} {url}" for rel, url in entries)},
+        # "<URL> <file>" lines: a URL holds no space (quoted), a file name may.
+        {"name": "LOADER_FILES", "value": "\n".join(f"{url} {rel}" for rel, url in entries)},
     ]
     if model.sha256:
         env.append({"name": "LOADER_SHA256", "value": model.sha256})

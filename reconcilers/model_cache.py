@@ -20,8 +20,8 @@ from controller.kube import ApiError
 from controller.resources import PERSISTENT_VOLUME_CLAIM
 
 from .context import Context
-from .model_cache_settings import CacheSettings
 from .loader import EPHEMERAL, Store, needs_loader
+from .model_cache_settings import CacheSettings
 from .workload import owner_reference
 
 Obj = dict[str, Any]
@@ -71,6 +71,12 @@ def build_claim(isvc: Obj, settings: CacheSettings) -> Obj:
     return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta, "spec": spec}
 
 
+def shared_claim(namespace: str, settings: CacheSettings) -> Obj:
+    """The namespace's shared cache claim (prefetch Jobs fill it before any service)."""
+    isvc = {"metadata": {"name": "", "namespace": namespace, "uid": ""}}
+    return build_claim(isvc, CacheSettings(**{**settings.__dict__, "mode": "shared"}))
+
+
 class ClaimMaker:
     """Creates each operator cache claim once per controller run (409: it exists)."""
 
@@ -81,11 +87,14 @@ class ClaimMaker:
         settings = ctx.model_cache
         if not store.claim or store.claim != claim_name(isvc, settings) or not settings.enabled:
             return  # no claim, or the user's own
-        key = (isvc["metadata"]["namespace"], store.claim, isvc["metadata"]["uid"])
+        await self.create(ctx, build_claim(isvc, settings), isvc["metadata"]["uid"])
+
+    async def create(self, ctx: Context, claim: Obj, owner_uid: str = "") -> None:
+        key = (claim["metadata"]["namespace"], claim["metadata"]["name"], owner_uid)
         if key in self.made:
             return
         try:
-            await ctx.client.create(PERSISTENT_VOLUME_CLAIM, build_claim(isvc, settings))
+            await ctx.client.create(PERSISTENT_VOLUME_CLAIM, claim)
         except ApiError as e:
             if not e.conflict:
                 raise

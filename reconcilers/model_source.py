@@ -69,9 +69,7 @@ def model_placement(
     source = model.location
     loading = loader_for(model, store, runtime, hf_token)
     if loading is not None:  # a one-file source, or spec.files
-        return Placement(
-            loading.path, loader=loading.container, store=store, mmproj=loading.mmproj
-        )
+        return Placement(loading.path, loader=loading.container, store=store, mmproj=loading.mmproj)
     if source.kind == "hub":
         arg = source.repo + (f":{source.quant}" if source.quant else "")
         return Placement(arg, revision=source.revision)

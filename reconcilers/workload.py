@@ -139,9 +139,7 @@ def _hf_token_env(service: InferenceServiceSpec, model: ModelSpec) -> list[Obj]:
     if service.runtime == "llamacpp":
         return []
     token = (
-        secret_env("HF_TOKEN", *service.hf_token)
-        if service.hf_token
-        else hf_token_env(model, None)
+        secret_env("HF_TOKEN", *service.hf_token) if service.hf_token else hf_token_env(model, None)
     )
     if token is None:
         return []

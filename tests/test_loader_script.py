@@ -100,7 +100,7 @@ def run(tmp: Path, files: str, **env: str) -> tuple[int, dict[str, Any], str]:
 
 def test_download_verifies_sha256_and_reports(tmp_path: Path, origin: tuple[Origin, str]) -> None:
     o, url = origin
-    rc, msg, out = run(tmp_path, f"model.gguf {url}/model.gguf", LOADER_SHA256=SUM)
+    rc, msg, out = run(tmp_path, f"{url}/model.gguf model.gguf", LOADER_SHA256=SUM)
     assert rc == 0, out
     assert msg == {
         "cacheKey": "key1",
@@ -114,7 +114,7 @@ def test_download_verifies_sha256_and_reports(tmp_path: Path, origin: tuple[Orig
     assert (tmp_path / "cache/key1/model.gguf").read_bytes() == BODY
     # A second replica (or a restart) reuses the cached file: no request at all.
     o.gets.clear()
-    rc, msg, out = run(tmp_path, f"model.gguf {url}/model.gguf", LOADER_SHA256=SUM)
+    rc, msg, out = run(tmp_path, f"{url}/model.gguf model.gguf", LOADER_SHA256=SUM)
     assert rc == 0, out
     assert o.gets == []
     assert msg["downloaded"] == [] and msg["sha256"] == SUM and msg["stagedFiles"] == ["model.gguf"]
@@ -125,7 +125,7 @@ def test_sha256_mismatch_fails_and_leaves_no_file(
 ) -> None:
     _, url = origin
     wrong = "0" * 64
-    rc, msg, out = run(tmp_path, f"model.gguf {url}/model.gguf", LOADER_SHA256=wrong)
+    rc, msg, out = run(tmp_path, f"{url}/model.gguf model.gguf", LOADER_SHA256=wrong)
     assert rc == 1, out
     assert msg == {
         "cacheKey": "key1",
@@ -142,8 +142,8 @@ def test_cached_file_with_another_digest_is_not_used(
     tmp_path: Path, origin: tuple[Origin, str]
 ) -> None:
     _, url = origin
-    assert run(tmp_path, f"model.gguf {url}/model.gguf")[0] == 0
-    rc, msg, _ = run(tmp_path, f"model.gguf {url}/model.gguf", LOADER_SHA256="1" * 64)
+    assert run(tmp_path, f"{url}/model.gguf model.gguf")[0] == 0
+    rc, msg, _ = run(tmp_path, f"{url}/model.gguf model.gguf", LOADER_SHA256="1" * 64)
     assert rc == 1 and msg["error"] == "Sha256Mismatch" and msg["actual"] == SUM
 
 
@@ -154,7 +154,7 @@ def test_a_part_left_by_a_killed_loader_is_resumed(
     part = tmp_path / "cache/key1/model.gguf.part"
     part.parent.mkdir(parents=True)
     part.write_bytes(BODY[:1000])  # what a restarted init container finds
-    rc, msg, out = run(tmp_path, f"model.gguf {url}/model.gguf", LOADER_SHA256=SUM)
+    rc, msg, out = run(tmp_path, f"{url}/model.gguf model.gguf", LOADER_SHA256=SUM)
     assert rc == 0, out
     assert o.gets == [("/model.gguf", "bytes=1000-")]
     assert (tmp_path / "cache/key1/model.gguf").read_bytes() == BODY
@@ -164,25 +164,25 @@ def test_a_part_left_by_a_killed_loader_is_resumed(
 def test_a_cut_transfer_is_fetched_again(tmp_path: Path, origin: tuple[Origin, str]) -> None:
     o, url = origin
     o.cut = 1000
-    rc, msg, out = run(tmp_path, f"model.gguf {url}/model.gguf", LOADER_SHA256=SUM)
+    rc, msg, out = run(tmp_path, f"{url}/model.gguf model.gguf", LOADER_SHA256=SUM)
     assert rc == 0, out
     assert len(o.gets) == 2 and msg["sha256"] == SUM
 
 
 def test_several_files_and_download_failure(tmp_path: Path, origin: tuple[Origin, str]) -> None:
     _, url = origin
-    files = f"model.gguf {url}/model.gguf\nsub/b.bin {url}/b.bin"
+    files = f"{url}/model.gguf model.gguf\n{url}/b.bin sub/b.bin"
     rc, msg, out = run(tmp_path, files)
     assert rc == 0, out
     assert msg["stagedFiles"] == ["model.gguf", "sub/b.bin"]
     assert (tmp_path / "cache/key1/sub/b.bin").read_bytes() == b"second file"
-    rc, msg, _ = run(tmp_path, f"{files}\nmissing.bin {url}/missing.bin")
+    rc, msg, _ = run(tmp_path, f"{files}\n{url}/missing.bin missing.bin")
     assert rc == 1 and msg["error"] == "DownloadFailed" and msg["file"] == "missing.bin"
 
 
 def test_on_change_revalidates_with_the_etag(tmp_path: Path, origin: tuple[Origin, str]) -> None:
     o, url = origin
-    files = f"model.gguf {url}/model.gguf"
+    files = f"{url}/model.gguf model.gguf"
     assert run(tmp_path, files, LOADER_REFRESH="OnChange")[0] == 0
     o.gets.clear()
     rc, msg, out = run(tmp_path, files, LOADER_REFRESH="OnChange")
