@@ -743,7 +743,13 @@ def rule_errors(service: InferenceServiceSpec, model: ModelSpec) -> list[str]:
             f"{service.model_ref!r}): member pods pinned with nodeName bypass the scheduler "
             "that allocates DRA claims; run DRA models single-node"
         )
-    if service.served:  # a runtime we do not serve is refused on its own
+    if service.served and model.files:  # the loader stages them: the runtime gets paths
+        if service.runtime == "llamacpp" and not model.files[0].endswith(".gguf"):
+            errors.append(
+                f"Model {service.model_ref!r} spec.files[0]: llama.cpp loads one .gguf file, "
+                f"not {model.files[0]!r}"
+            )
+    elif service.served:  # a runtime we do not serve is refused on its own
         errors += runtime_source_errors(
             service.runtime, model.location, model.format, service.model_ref
         )
