@@ -3,20 +3,24 @@ Model's status, sha256, prefetch Jobs, files/mmproj and the HF token."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
+from api import InvalidSpec, parse_inference_service, parse_model
 from app.manifests import apply_text
 from controller.kube import KubeClient
 from controller.resources import DEPLOYMENT, JOB, PERSISTENT_VOLUME_CLAIM
 from controller.resources import MODEL as MODEL_RT
 from reconcilers.model_cache_settings import CacheSettings
+from reconcilers.workload import pod_spec
 from testserver.loader_sim import simulated_sha256
 
 from .conftest import condition, eventually, isvc_yaml
 from .support.delivery import cluster_with_cache, loader_reports, model_phase
 
-pytestmark = pytest.mark.server
 URL = "https://models.example/q/qwen-q4.gguf"
+Obj = dict[str, Any]
 
 
 def model(name: str, source: str = URL, extra: str = "") -> str:
@@ -36,8 +40,9 @@ async def deployment(kube: KubeClient, name: str) -> dict[str, object]:
     return await eventually(probe, what=f"Deployment {name}")
 
 
+@pytest.mark.server
 async def test_two_replicas_share_one_download_through_the_cache_pvc() -> None:
-    async with cluster_with_cache() as (kube, manager, server):
+    async with cluster_with_cache() as (kube, _, _s):
         await apply_text(kube, model("m", extra=f"  sha256: {simulated_sha256(URL).upper()}"))
         m = await model_phase(kube, "m", "Pending")
         key = m["status"]["cacheKey"]
@@ -70,8 +75,9 @@ async def test_two_replicas_share_one_download_through_the_cache_pvc() -> None:
         assert pod["containers"][0]["args"][1] == path  # type: ignore[index]
 
 
+@pytest.mark.server
 async def test_sha256_mismatch_fails_the_model_and_the_file_is_not_used() -> None:
-    async with cluster_with_cache() as (kube, manager, server):
+    async with cluster_with_cache() as (kube, _, _s):
         await apply_text(kube, model("m", extra=f"  sha256: '{'0' * 64}'"))
         await apply_text(kube, isvc_yaml("s", "m", "llamacpp"))
         m = await model_phase(kube, "m", "Failed")
@@ -84,8 +90,9 @@ async def test_sha256_mismatch_fails_the_model_and_the_file_is_not_used() -> Non
         assert "path" not in m["status"]
 
 
+@pytest.mark.server
 async def test_a_running_loader_shows_downloading() -> None:
-    async with cluster_with_cache() as (kube, manager, server):
+    async with cluster_with_cache() as (kube, _, _s):
         await apply_text(kube, model("m"))
         hold = '  podAnnotations: {"sim.llmkube.dev/loader-seconds": "3600"}'
         await apply_text(kube, isvc_yaml("s", "m", "llamacpp", hold))
@@ -93,9 +100,10 @@ async def test_a_running_loader_shows_downloading() -> None:
         assert condition(m, "Ready")["reason"] == "DownloadStarted"  # type: ignore[index]
 
 
+@pytest.mark.server
 async def test_per_service_cache_is_owned_by_the_service_and_claim_name_wins() -> None:
     settings = CacheSettings(enabled=True, mode="perService", size="5Gi", storage_class="fast")
-    async with cluster_with_cache(settings) as (kube, manager, server):
+    async with cluster_with_cache(settings) as (kube, _, _s):
         await apply_text(kube, model("m"))
         await apply_text(kube, isvc_yaml("s", "m", "llamacpp"))
 
@@ -122,8 +130,9 @@ async def test_per_service_cache_is_owned_by_the_service_and_claim_name_wins() -
         assert pod["volumes"][0] == {"name": "models", "emptyDir": {}}  # type: ignore[index]
 
 
+@pytest.mark.server
 async def test_prefetch_job_fills_the_shared_cache_before_any_service() -> None:
-    async with cluster_with_cache() as (kube, manager, server):
+    async with cluster_with_cache() as (kube, _, _s):
         tolerations = "  prefetch: true\n  prefetchTolerations: [{key: gpu, operator: Exists}]"
         await apply_text(kube, model("m", extra=tolerations))
         m = await model_phase(kube, "m", "Ready")
@@ -144,8 +153,9 @@ async def test_prefetch_job_fills_the_shared_cache_before_any_service() -> None:
         assert report["downloaded"] == [] and report["stagedFiles"] == ["qwen-q4.gguf"]
 
 
+@pytest.mark.server
 async def test_prefetch_without_the_shared_cache_says_so() -> None:
-    async with cluster_with_cache(CacheSettings(enabled=False)) as (kube, manager, server):
+    async with cluster_with_cache(CacheSettings(enabled=False)) as (kube, _, _s):
         await apply_text(kube, model("m", extra="  prefetch: true"))
 
         async def said() -> dict[str, object] | None:
@@ -157,8 +167,9 @@ async def test_prefetch_without_the_shared_cache_says_so() -> None:
         assert (await kube.list(JOB, "default"))[0] == []
 
 
+@pytest.mark.server
 async def test_files_and_mmproj_are_staged_and_passed_to_llamacpp() -> None:
-    async with cluster_with_cache() as (kube, manager, server):
+    async with cluster_with_cache() as (kube, _, _s):
         files = "  files: [q4/model.gguf, tokenizer.json]\n  mmproj: mmproj-f16.gguf"
         await apply_text(kube, model("m", "hf://org/vision-GGUF@v2", files))
         await apply_text(kube, isvc_yaml("s", "m", "llamacpp"))
@@ -173,3 +184,66 @@ async def test_files_and_mmproj_are_staged_and_passed_to_llamacpp() -> None:
         assert args[args.index("--model") + 1] == f"/models/{key}/q4/model.gguf"
         assert args[args.index("--mmproj") + 1] == f"/models/{key}/mmproj-f16.gguf"
         assert "-hf" not in args
+
+
+# -- the pod spec: HF token, refresh policy (no server) ---------------------------------
+
+
+def _pod(runtime: str, model_spec: dict[str, object], extra: dict[str, object]) -> Obj:
+    isvc = {"metadata": {"name": "s", "namespace": "default", "uid": "u"}}
+    service = parse_inference_service({"modelRef": "m", "runtime": runtime, **extra})
+    return pod_spec(isvc, service, parse_model(model_spec), "m")
+
+
+def test_hf_token_secret_ref_reaches_the_runtime_as_a_secret_key_ref() -> None:
+    ref = {"hfTokenSecretRef": {"name": "hf", "key": "token"}}
+    want = {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf", "key": "token"}}}
+    for runtime, section in (("vllm", "vllmConfig"), ("sglang", "sglangConfig")):
+        pod = _pod(runtime, {"source": "org/gated", "format": "safetensors"}, {section: ref})
+        assert want in pod["containers"][0]["env"], runtime
+    tgi = _pod("tgi", {"source": "org/gated", "format": "safetensors"}, {"tgiConfig": ref})
+    names = [e["name"] for e in tgi["containers"][0]["env"] if "valueFrom" in e]
+    assert names == ["HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"]
+    # Another runtime's section is never read; no token, no env.
+    other = _pod("vllm", {"source": "org/gated", "format": "safetensors"}, {"tgiConfig": ref})
+    assert "HF_TOKEN" not in str(other)
+
+
+def test_source_secret_ref_gives_the_hf_loader_its_token_and_no_other_host() -> None:
+    spec = {"source": "hf://org/gated/m.gguf", "sourceSecretRef": {"name": "hf"}}
+    loader = _pod("llamacpp", spec, {})["initContainers"][0]
+    env = {e["name"]: e for e in loader["env"]}
+    assert env["HF_TOKEN"]["valueFrom"] == {
+        "secretKeyRef": {"name": "hf", "key": "HF_TOKEN", "optional": True}
+    }
+    assert env["LOADER_HF_AUTH"]["value"] == "1"
+    other = {"source": "https://cdn.example/m.gguf", "sourceSecretRef": {"name": "hf"}}
+    assert "HF_TOKEN" not in str(_pod("llamacpp", other, {})["initContainers"][0]["env"])
+
+
+def test_refresh_policy_on_change_reaches_the_loader() -> None:
+    spec = {"source": URL, "refreshPolicy": "OnChange"}
+    env = {
+        e["name"]: e.get("value") for e in _pod("llamacpp", spec, {})["initContainers"][0]["env"]
+    }
+    assert env["LOADER_REFRESH"] == "OnChange"
+    plain = _pod("llamacpp", {"source": URL}, {})["initContainers"][0]["env"]
+    assert "LOADER_REFRESH" not in str(plain)
+
+
+def test_files_are_refused_where_no_loader_can_stage_them() -> None:
+    with pytest.raises(InvalidSpec) as e:
+        parse_model({"source": "pvc://c/m.gguf", "files": ["a.gguf"]})
+    assert e.value.errors[0].startswith("spec.files: multi-file staging needs")
+    with pytest.raises(InvalidSpec) as e:
+        parse_model({"source": "org/r", "files": ["../x.gguf", "*.gguf"], "mmproj": "/abs"})
+    assert [x.split(":")[0] for x in e.value.errors] == [
+        "spec.files[0]",
+        "spec.files[1]",
+        "spec.mmproj",
+    ]
+    with pytest.raises(InvalidSpec) as e:
+        parse_model({"source": "org/r", "mmproj": "mm.gguf"})
+    assert e.value.errors == [
+        "spec.mmproj: spec.files must name the primary model file (files[0]) too"
+    ]
