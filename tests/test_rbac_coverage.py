@@ -198,7 +198,6 @@ async def test_model_delivery_requests_are_covered_by_the_chart_rbac() -> None:
     """The cache PVC (create only) and prefetch Jobs: what the chart grants, and only
     with modelCache.enabled for the PVC."""
     async with cluster_with_cache() as (kube, manager, server):
-        await server.control("DELETE", "requests")
         await apply_text(
             kube,
             "apiVersion: inference.llmkube.dev/v1alpha1\nkind: Model\nmetadata: {name: m}\n"
