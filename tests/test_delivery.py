@@ -33,8 +33,8 @@ spec:
 {extra}"""
 
 
-async def deployment(kube: KubeClient, name: str) -> dict[str, object]:
-    async def probe() -> dict[str, object] | None:
+async def deployment(kube: KubeClient, name: str) -> Obj:
+    async def probe() -> Obj | None:
         return await kube.get(DEPLOYMENT, "default", name)
 
     return await eventually(probe, what=f"Deployment {name}")
@@ -65,14 +65,14 @@ async def test_two_replicas_share_one_download_through_the_cache_pvc() -> None:
         assert pvc is not None and "ownerReferences" not in pvc["metadata"]
         assert pvc["spec"]["accessModes"] == ["ReadWriteOnce"]
         assert pvc["spec"]["resources"]["requests"]["storage"] == "100Gi"
-        pod = (await deployment(kube, "s"))["spec"]["template"]["spec"]  # type: ignore[index]
-        assert pod["volumes"][0] == {  # type: ignore[index]
+        pod = (await deployment(kube, "s"))["spec"]["template"]["spec"]
+        assert pod["volumes"][0] == {
             "name": "model-cache",
             "persistentVolumeClaim": {"claimName": "llmkube-model-cache"},
         }
-        mount = pod["containers"][0]["volumeMounts"][0]  # type: ignore[index]
+        mount = pod["containers"][0]["volumeMounts"][0]
         assert mount == {"name": "model-cache", "mountPath": "/models", "readOnly": True}
-        assert pod["containers"][0]["args"][1] == path  # type: ignore[index]
+        assert pod["containers"][0]["args"][1] == path
 
 
 @pytest.mark.server
@@ -107,12 +107,12 @@ async def test_per_service_cache_is_owned_by_the_service_and_claim_name_wins() -
         await apply_text(kube, model("m"))
         await apply_text(kube, isvc_yaml("s", "m", "llamacpp"))
 
-        async def claim() -> dict[str, object] | None:
+        async def claim() -> Obj | None:
             return await kube.get(PERSISTENT_VOLUME_CLAIM, "default", "s-model-cache")
 
         pvc = await eventually(claim, what="PVC s-model-cache")
-        assert pvc["metadata"]["ownerReferences"][0]["name"] == "s"  # type: ignore[index]
-        assert pvc["spec"] == {  # type: ignore[index]
+        assert pvc["metadata"]["ownerReferences"][0]["name"] == "s"
+        assert pvc["spec"] == {
             "accessModes": ["ReadWriteOnce"],
             "resources": {"requests": {"storage": "5Gi"}},
             "storageClassName": "fast",
@@ -120,14 +120,14 @@ async def test_per_service_cache_is_owned_by_the_service_and_claim_name_wins() -
         await model_phase(kube, "m", "Ready")
         # spec.modelCache.claimName: the user's claim, never created by us.
         await apply_text(kube, isvc_yaml("own", "m", "llamacpp", "  modelCache: {claimName: mine}"))
-        pod = (await deployment(kube, "own"))["spec"]["template"]["spec"]  # type: ignore[index]
-        assert pod["volumes"][0]["persistentVolumeClaim"] == {"claimName": "mine"}  # type: ignore[index]
+        pod = (await deployment(kube, "own"))["spec"]["template"]["spec"]
+        assert pod["volumes"][0]["persistentVolumeClaim"] == {"claimName": "mine"}
         assert await kube.get(PERSISTENT_VOLUME_CLAIM, "default", "own-model-cache") is None
         await apply_text(
             kube, isvc_yaml("eph", "m", "llamacpp", "  modelCache: {persistence: Ephemeral}")
         )
-        pod = (await deployment(kube, "eph"))["spec"]["template"]["spec"]  # type: ignore[index]
-        assert pod["volumes"][0] == {"name": "models", "emptyDir": {}}  # type: ignore[index]
+        pod = (await deployment(kube, "eph"))["spec"]["template"]["spec"]
+        assert pod["volumes"][0] == {"name": "models", "emptyDir": {}}
 
 
 @pytest.mark.server
@@ -158,7 +158,7 @@ async def test_prefetch_without_the_shared_cache_says_so() -> None:
     async with cluster_with_cache(CacheSettings(enabled=False)) as (kube, _, _s):
         await apply_text(kube, model("m", extra="  prefetch: true"))
 
-        async def said() -> dict[str, object] | None:
+        async def said() -> Obj | None:
             m = await kube.get(MODEL_RT, "default", "m")
             c = condition(m, "Prefetch")
             return m if c and c["reason"] == "PrefetchNeedsSharedCache" else None
@@ -180,7 +180,7 @@ async def test_files_and_mmproj_are_staged_and_passed_to_llamacpp() -> None:
         assert m["status"]["sha256"] == simulated_sha256(
             "https://huggingface.co/org/vision-GGUF/resolve/v2/q4/model.gguf"
         )
-        args = (await deployment(kube, "s"))["spec"]["template"]["spec"]["containers"][0]["args"]  # type: ignore[index]
+        args = (await deployment(kube, "s"))["spec"]["template"]["spec"]["containers"][0]["args"]
         assert args[args.index("--model") + 1] == f"/models/{key}/q4/model.gguf"
         assert args[args.index("--mmproj") + 1] == f"/models/{key}/mmproj-f16.gguf"
         assert "-hf" not in args
@@ -189,7 +189,7 @@ async def test_files_and_mmproj_are_staged_and_passed_to_llamacpp() -> None:
 # -- the pod spec: HF token, refresh policy (no server) ---------------------------------
 
 
-def _pod(runtime: str, model_spec: dict[str, object], extra: dict[str, object]) -> Obj:
+def _pod(runtime: str, model_spec: Obj, extra: Obj) -> Obj:
     isvc = {"metadata": {"name": "s", "namespace": "default", "uid": "u"}}
     service = parse_inference_service({"modelRef": "m", "runtime": runtime, **extra})
     return pod_spec(isvc, service, parse_model(model_spec), "m")

@@ -42,13 +42,14 @@ class Volumes:
 def loader_of(spec: Obj) -> Obj | None:
     for c in (*(spec.get("initContainers") or ()), *(spec.get("containers") or ())):
         if c.get("name") == LOADER:
-            return c
+            found: Obj = c
+            return found
     return None
 
 
 def _volume_key(pod: Obj, container: Obj) -> tuple[str, str]:
     ns = pod["metadata"]["namespace"]
-    mount = next(iter(container.get("volumeMounts") or []), {})
+    mount: Obj = next(iter(container.get("volumeMounts") or []), {})
     for v in pod["spec"].get("volumes") or []:
         if v.get("name") == mount.get("name") and v.get("persistentVolumeClaim"):
             return ns, "pvc:" + v["persistentVolumeClaim"]["claimName"]
