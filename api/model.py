@@ -281,10 +281,10 @@ def _file_errors(data: dict[str, Any]) -> list[str]:
         errors.append("spec.mmproj: spec.files must name the primary model file (files[0]) too")
     if (files or mmproj) and not errors:
         kind = parse_source(data["source"])
-        if kind.kind not in ("hub", "url") or kind.quant:
+        if kind.kind not in ("hub", "url", "s3") or kind.quant:
             errors.append(
                 "spec.files: multi-file staging needs an hf://org/repo[@rev] (or org/repo) source, "
-                "or an http(s) base URL the files are under"
+                "or an http(s) or s3:// base the files are under"
             )
     return errors
 

@@ -231,6 +231,8 @@ def _entries(model: ModelSpec) -> list[tuple[str, str]]:
     if model.files:
         if source.kind == "hub":
             base = f"{HF_ENDPOINT}/{source.repo}/resolve/{source.revision or 'main'}"
+        elif source.kind == "s3":  # the key is the prefix the files are under
+            base = quote(f"{source.bucket}/{source.key}", safe="/-_.~")
         else:
             base = source.url.rstrip("/")
         return [(f, f"{base}/{quote(f)}") for f in model.staged_files]
