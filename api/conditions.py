@@ -65,3 +65,15 @@ FIELDS_NOT_SERVED = "FieldsNotServed"
 ALL_FIELDS_SERVED = "AllFieldsServed"
 # QuotaAdmitted=False: the service's priority is below a covering GPUQuota's minPriority.
 BELOW_MIN_PRIORITY = "BelowMinPriority"
+
+# Model delivery (the loader's termination message): the Ready reasons of a loaded Model.
+MODEL_CACHED = "ModelCached"  # Ready: a loader staged the files and reported them
+DOWNLOAD_PENDING = "DownloadPending"  # no loader has run for this cacheKey yet
+DOWNLOAD_STARTED = "DownloadStarted"  # a loader is running
+DOWNLOAD_FAILED = "DownloadFailed"  # a loader could not fetch a file
+INTEGRITY_CHECK_FAILED = "IntegrityCheckFailed"  # spec.sha256 differs: the file is not used
+PREFETCH = "Prefetch"  # condition type: the prefetch Job
+PREFETCH_RUNNING = "PrefetchRunning"
+PREFETCH_COMPLETE = "PrefetchComplete"
+PREFETCH_FAILED = "PrefetchFailed"
+PREFETCH_NEEDS_CACHE = "PrefetchNeedsSharedCache"

@@ -571,6 +571,12 @@ class InferenceServiceSpec:
     autoscaling: Autoscaling | None = None
     fields: PodFields = field(default_factory=PodFields)  # api/podfields.py
     priority: str = "normal"  # a GPUQuota's minPriority compares it
+    # spec.modelCache: persistence Cached|Ephemeral (None: the operator's setting) and a
+    # user-owned cache claim that replaces the operator's.
+    cache_persistence: str | None = None
+    cache_claim: str | None = None
+    # <runtime>Config.hfTokenSecretRef: (Secret, key) that HF_TOKEN comes from.
+    hf_token: tuple[str, str] | None = None
 
     @property
     def served(self) -> bool:
@@ -686,7 +692,16 @@ def parse_inference_service(spec: Any) -> InferenceServiceSpec:
     sharing = res.get("gpuSharing") or {}
     mn = data.get("multiNode")
     ep = data.get("endpoint") or {}
+    cache = data.get("modelCache") or {}
+    section = {"vllm": "vllmConfig", "sglang": "sglangConfig", "tgi": "tgiConfig"}
+    runtime = data.get("runtime", "llamacpp")
+    token = ((data.get(section.get(runtime, "")) or {}) if runtime in section else {}).get(
+        "hfTokenSecretRef"
+    )
     return InferenceServiceSpec(
+        cache_persistence=cache.get("persistence"),
+        cache_claim=cache.get("claimName") or None,
+        hf_token=(token["name"], token.get("key") or "HF_TOKEN") if token else None,
         model_ref=data["modelRef"],
         runtime=data.get("runtime", "llamacpp"),
         mode=data.get("mode", "chat"),
@@ -756,7 +771,13 @@ def rule_errors(service: InferenceServiceSpec, model: ModelSpec) -> list[str]:
             f"{service.model_ref!r}): member pods pinned with nodeName bypass the scheduler "
             "that allocates DRA claims; run DRA models single-node"
         )
-    if service.served:  # a runtime we do not serve is refused on its own
+    if service.served and model.files:  # the loader stages them: the runtime gets paths
+        if service.runtime == "llamacpp" and not model.files[0].endswith(".gguf"):
+            errors.append(
+                f"Model {service.model_ref!r} spec.files[0]: llama.cpp loads one .gguf file, "
+                f"not {model.files[0]!r}"
+            )
+    elif service.served:  # a runtime we do not serve is refused on its own
         errors += runtime_source_errors(
             service.runtime, model.location, model.format, service.model_ref
         )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,8 +75,8 @@ SPEC = Object(
             }
         ),
         "resources": Object(fields={"cpu": Quantity(), "memory": Quantity()}),
-        "files": Array(items=Free()),
-        "mmproj": Free(),
+        "files": Array(items=Str(min_length=1)),
+        "mmproj": Str(),
     },
     required=("source",),
 )
@@ -175,6 +177,25 @@ class ModelSpec:
     cpu: str | None = None
     memory: str | None = None
     source_secret: str | None = None  # sourceSecretRef.name
+    sha256: str | None = None  # lower-case hex: the primary file's expected digest
+    refresh_policy: str = "IfNotPresent"
+    prefetch: bool = False
+    prefetch_tolerations: tuple[dict[str, Any], ...] = ()
+    files: tuple[str, ...] = ()  # files[0] is the primary file
+    mmproj: str | None = None
+
+    @property
+    def cache_key(self) -> str:
+        """Where the loader stages this Model in the cache: from the spec alone (the
+        controller fetches nothing), so every replica and restart finds the same files."""
+        canonical = "\n".join((self.source, *self.files, f"mmproj={self.mmproj or ''}"))
+        return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+    @property
+    def staged_files(self) -> tuple[str, ...]:
+        """files, then mmproj if it is not one of them (LLMKube's staging plan)."""
+        extra = (self.mmproj,) if self.mmproj and self.mmproj not in self.files else ()
+        return (*self.files, *extra)
 
     @property
     def location(self) -> ModelSource:
@@ -245,10 +266,44 @@ def _memory_errors(data: dict[str, Any]) -> list[str]:
     return []
 
 
+# A repo-relative file of spec.files / spec.mmproj: no glob (there is no repo listing to
+# expand it against: the controller fetches nothing), no "..", no absolute path, and
+# nothing the loader's newline-separated list or its JSON report would have to escape.
+REPO_FILE = re.compile(r"^[\w\-.+=@,]+(/[\w\-.+=@,]+)*$", re.ASCII)
+
+
+def _file_errors(data: dict[str, Any]) -> list[str]:
+    files = list(data.get("files") or [])
+    mmproj = data.get("mmproj")
+    errors = []
+    for at, name in [
+        *((f"spec.files[{i}]", f) for i, f in enumerate(files)),
+        ("spec.mmproj", mmproj),
+    ]:
+        if name is None:
+            continue
+        if not REPO_FILE.match(name) or ".." in name.split("/"):
+            errors.append(
+                f"{at}: {name!r}: a repo-relative file path (letters, digits, '-', '_', '.', "
+                "'+', '=', '@', ',' and '/'; no glob, no '..', not absolute)"
+            )
+    if mmproj and not files:
+        errors.append("spec.mmproj: spec.files must name the primary model file (files[0]) too")
+    if (files or mmproj) and not errors:
+        kind = parse_source(data["source"])
+        if kind.kind not in ("hub", "url", "s3") or kind.quant:
+            errors.append(
+                "spec.files: multi-file staging needs an hf://org/repo[@rev] (or org/repo) source, "
+                "or an http(s) or s3:// base the files are under"
+            )
+    return errors
+
+
 def parse_model(spec: Any) -> ModelSpec:
     """The typed Model spec, or InvalidSpec listing every problem with its field path."""
     data, errors = validate(SPEC, spec, "spec")
     errors = errors or _layer_split_errors(data) + _source_errors(data) + _memory_errors(data)
+    errors = errors or _file_errors(data)
     if errors:
         raise InvalidSpec(errors)
     hardware = data.get("hardware") or {}
@@ -278,4 +333,10 @@ def parse_model(spec: Any) -> ModelSpec:
         cpu=resources.get("cpu"),
         memory=resources.get("memory"),
         source_secret=(data.get("sourceSecretRef") or {}).get("name"),
+        sha256=(data.get("sha256") or "").lower() or None,
+        refresh_policy=data.get("refreshPolicy", "IfNotPresent"),
+        prefetch=bool(data.get("prefetch")),
+        prefetch_tolerations=tuple(data.get("prefetchTolerations") or ()),
+        files=tuple(data.get("files") or ()),
+        mmproj=data.get("mmproj") or None,
     )

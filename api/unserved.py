@@ -15,20 +15,25 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from .source import SourceError, parse_source
+
 Obj = dict[str, Any]
 
 MODEL: Mapping[str, object] = {
-    "sha256": None,
     "sourceSecretRef": None,
-    "refreshPolicy": "IfNotPresent",
-    "prefetch": False,
-    "prefetchTolerations": None,
-    "files": None,
-    "mmproj": None,
     "hardware.memoryBudget": None,
     "hardware.memoryFraction": None,
     "hardware.gpu.tolerationKey": None,
     "hardware.gpu.runtime": None,
+}
+
+# Served only where a loader stages the Model (http(s), hf://…/file, s3, spec.files): for a
+# hub repo the runtime downloads, or a pvc/host path, nothing verifies or prefetches.
+LOADER_ONLY: Mapping[str, object] = {
+    "sha256": None,
+    "refreshPolicy": "IfNotPresent",
+    "prefetch": False,
+    "prefetchTolerations": None,
 }
 
 # Read only by the runtimes named (LLMKube ignores them on the others).
@@ -51,7 +56,6 @@ INFERENCE_SERVICE: Mapping[str, object] = {
     "pagedSSDCacheDir": None,
     "hotCacheMaxSize": None,
     "pagedSSDCacheMaxSize": None,
-    "modelCache": None,
     "personaPlexConfig": None,
     "rolloutPolicy": None,
     "slo": None,
@@ -86,6 +90,7 @@ SERVED_RUNTIME_CONFIG: Mapping[str, frozenset[str]] = {
             "enableExpertParallel",
             "cpuOffloadGB",
             "gpuMemoryUtilization",
+            "hfTokenSecretRef",
         }
     ),
     "sglang": frozenset(
@@ -96,9 +101,10 @@ SERVED_RUNTIME_CONFIG: Mapping[str, frozenset[str]] = {
             "contextLength",
             "memFractionStatic",
             "quantization",
+            "hfTokenSecretRef",
         }
     ),
-    "tgi": frozenset({"quantize", "maxInputLength", "maxTotalTokens", "dtype"}),
+    "tgi": frozenset({"quantize", "maxInputLength", "maxTotalTokens", "dtype", "hfTokenSecretRef"}),
 }
 _CONFIG_SECTION = {"vllm": "vllmConfig", "sglang": "sglangConfig", "tgi": "tgiConfig"}
 
@@ -154,9 +160,25 @@ def model_fields(spec: Any) -> list[str]:
     if not isinstance(spec, dict):
         return []
     paths = _set_paths(spec, MODEL)
-    if str(spec.get("source") or "").startswith("s3://"):  # the loader's credentials
+    if not _loaded(spec):
+        paths += _set_paths(spec, LOADER_ONLY)
+    # sourceSecretRef: the s3 loader's credentials, or the HF token of an hf:// / repo source.
+    source = str(spec.get("source") or "")
+    if source.startswith(("s3://", "hf://")) or not source.startswith(
+        ("/", "pvc:", "file:", "http")
+    ):
         paths = [p for p in paths if p != "spec.sourceSecretRef"]
     return paths
+
+
+def _loaded(spec: Obj) -> bool:
+    """Whether a loader stages this Model (spec.files, or a one-file source)."""
+    if spec.get("files") or spec.get("mmproj"):
+        return True
+    try:
+        return parse_source(str(spec.get("source") or "")).kind in ("url", "hub-file", "s3")
+    except SourceError:
+        return False
 
 
 def inference_service_fields(spec: Any) -> list[str]:

@@ -25,6 +25,7 @@ from controller.kube import KubeClient
 from controller.manager import DEFAULT_WORKERS, Manager, ManagerConfig
 from controller.resources import MODEL
 from reconcilers.kueue import KueueSettings, parse_mappings
+from reconcilers.model_cache_settings import ACCESS_MODES, MODES, CacheSettings
 
 from .controllers import reconcilers
 from .servers import bind_domain_metrics, metrics_runnable, webhook_runnable
@@ -197,6 +198,36 @@ def _add_run_flags(run: argparse.ArgumentParser) -> None:
         "(hostPath, read-only); default none: such sources are refused (SourceNotAllowed)",
     )
     run.add_argument(
+        "--model-cache",
+        choices=("enabled", "disabled"),
+        default=_env("MODEL_CACHE", "disabled"),
+        help="stage downloaded Model files in a cache PVC every replica and restart reuses "
+        "(default disabled: each pod downloads into an emptyDir)",
+    )
+    run.add_argument(
+        "--model-cache-mode",
+        choices=MODES,
+        default=_env("MODEL_CACHE_MODE", "shared"),
+        help="shared: one PVC llmkube-model-cache per namespace; perService: "
+        "<isvc>-model-cache, ReadWriteOnce, owned by the InferenceService",
+    )
+    run.add_argument(
+        "--model-cache-size",
+        default=_env("MODEL_CACHE_SIZE", "100Gi"),
+        help="the cache PVC's storage request (default 100Gi)",
+    )
+    run.add_argument(
+        "--model-cache-storage-class",
+        default=_env("MODEL_CACHE_STORAGE_CLASS", ""),
+        help="the cache PVC's storageClassName (default: the cluster's default class)",
+    )
+    run.add_argument(
+        "--model-cache-access-mode",
+        choices=ACCESS_MODES,
+        default=_env("MODEL_CACHE_ACCESS_MODE", "ReadWriteOnce"),
+        help="the shared cache PVC's access mode (a perService cache is ReadWriteOnce)",
+    )
+    run.add_argument(
         "--webhook-port",
         type=int,
         default=int(_env("WEBHOOK_PORT", "0")),
@@ -255,7 +286,16 @@ def manager_for(client: KubeClient, args: argparse.Namespace) -> Manager:
     for m in args.kueue_device_class_mappings:
         mappings.update(m)
     roots: tuple[str, ...] = args.allowed_host_path_roots
-    manager = Manager(client, config, reconcilers=reconcilers(KueueSettings(mappings), roots))
+    cache_settings = CacheSettings(
+        enabled=args.model_cache == "enabled",
+        mode=args.model_cache_mode,
+        size=args.model_cache_size,
+        storage_class=args.model_cache_storage_class or None,
+        access_mode=args.model_cache_access_mode,
+    )
+    manager = Manager(
+        client, config, reconcilers=reconcilers(KueueSettings(mappings), roots, cache_settings)
+    )
     bind_domain_metrics(manager)
     if args.webhook_port:
         cache = manager.cache

@@ -12,20 +12,28 @@ from reconcilers.gpuquota import GPUQuotaReconciler
 from reconcilers.inferenceservice import InferenceServiceReconciler
 from reconcilers.kueue import KueueSettings
 from reconcilers.model import ModelReconciler
+from reconcilers.model_cache_settings import CacheSettings
 
 
 def reconcilers(
-    kueue: KueueSettings | None = None, allowed_host_path_roots: tuple[str, ...] = ()
+    kueue: KueueSettings | None = None,
+    allowed_host_path_roots: tuple[str, ...] = (),
+    model_cache: CacheSettings | None = None,
 ) -> list[ReconcilerFactory]:
     """Model, InferenceService and GPUQuota, sharing one Context (one Event recorder and
     status writer) per manager. kueue: the deviceClassMappings Kueue is configured with;
-    allowed_host_path_roots: where host-path Model sources may come from."""
+    allowed_host_path_roots: where host-path Model sources may come from; model_cache:
+    the cache PVC settings."""
     shared: dict[int, Context] = {}
 
     def context(client: KubeClient, cache: Cache, recorder: EventRecorder) -> Context:
         if id(cache) not in shared:
             shared[id(cache)] = Context.create(
-                client, cache, recorder=recorder, allowed_host_path_roots=allowed_host_path_roots
+                client,
+                cache,
+                recorder=recorder,
+                allowed_host_path_roots=allowed_host_path_roots,
+                model_cache=model_cache,
             )
         return shared[id(cache)]
 

@@ -26,7 +26,8 @@ from prometheus_client import generate_latest
 
 from controller.kube import ApiError, KubeClient
 from controller.manager import Manager, ManagerConfig
-from controller.resources import DEPLOYMENT, INFERENCE_SERVICE, POD, RESOURCE_CLAIM
+from controller.resources import DEPLOYMENT, INFERENCE_SERVICE, MODEL, POD, RESOURCE_CLAIM
+from reconcilers.model_cache_settings import CacheSettings
 
 from .controllers import reconcilers
 from .kubectl import render_status
@@ -51,6 +52,24 @@ spec:
 
 
 FROM_CLAIMS = "qwen3-32b-from-claims"
+# Model delivery: a downloaded GGUF the loader stages once in the shared cache PVC. The
+# simulated loader takes 2 s (pod annotation), so the Model is seen Downloading.
+DELIVERY = """
+apiVersion: inference.llmkube.dev/v1alpha1
+kind: Model
+metadata: {name: tinyllama}
+spec:
+  source: https://huggingface.co/TheBloke/TinyLlama-1.1B-Chat-v1.0-GGUF/resolve/main/tinyllama-1.1b-chat-v1.0.Q4_K_M.gguf
+---
+apiVersion: inference.llmkube.dev/v1alpha1
+kind: InferenceService
+metadata: {name: tinyllama}
+spec:
+  modelRef: tinyllama
+  runtime: llamacpp
+  replicas: 2
+  podAnnotations: {"sim.llmkube.dev/loader-seconds": "2"}
+"""
 
 
 def _without_count(text: str) -> str:
@@ -139,6 +158,44 @@ async def _report(client: KubeClient, manager: Manager, names: list[str]) -> Non
             print(f"  {line}")
 
 
+async def _delivery(client: KubeClient, timeout: float = 30) -> bool:
+    """The Model's phases as they change, then what each replica's loader reported."""
+    await apply_text(client, DELIVERY)
+    print("\napplied Model tinyllama (https GGUF) and InferenceService tinyllama (2 replicas)")
+    phases: list[str] = []
+    deadline = time.monotonic() + timeout
+    model: Obj = {}
+    while time.monotonic() < deadline and (not phases or phases[-1] not in ("Ready", "Failed")):
+        model = await client.get(MODEL, "default", "tinyllama") or {}
+        phase = (model.get("status") or {}).get("phase")
+        if phase and (not phases or phases[-1] != phase):
+            phases.append(phase)
+            print(f"  Model tinyllama phase: {phase}")
+        await asyncio.sleep(0.05)
+    status = model.get("status") or {}
+    for key in ("cacheKey", "path", "size", "sha256", "stagedFiles"):
+        print(f"  status.{key}: {status.get(key)}")
+    pods, _ = await client.list(POD, "default")
+    downloads = []
+    for pod in pods:
+        if pod["metadata"]["labels"].get("inference.llmkube.dev/inferenceservice") != "tinyllama":
+            continue
+        for s in (pod.get("status") or {}).get("initContainerStatuses") or []:
+            term = (s.get("state") or {}).get("terminated") or {}
+            if term:
+                report = json.loads(term.get("message") or "{}")
+                downloads.append(len(report.get("downloaded") or []))
+                how = "downloaded it" if report.get("downloaded") else "reused the cached file"
+                print(f"  pod {pod['metadata']['name']}: model-loader {how}")
+    volume = ""
+    dep = await client.get(DEPLOYMENT, "default", "tinyllama") or {}
+    for v in dep.get("spec", {}).get("template", {}).get("spec", {}).get("volumes") or []:
+        if v.get("name") == "model-cache":
+            volume = v["persistentVolumeClaim"]["claimName"]
+    print(f"  both replicas mount PVC {volume or '-'} read-only at /models")
+    return "Downloading" in phases and phases[-1] == "Ready" and sorted(downloads) == [0, 1]
+
+
 MISSING_TESTSERVER = """\
 The demo runs against the bundled test API server, which is not installed.
 Install it with:  pip install 'llmkube-py[demo]'   (or: pip install llmkube-py-testserver)"""
@@ -188,7 +245,8 @@ async def demo(keep_running: bool = False) -> int:
     print(f"Test API server with a simulated DRA-only cluster (6 GPUs) at {server.url}")
     client = await KubeClient.connect(server.url)
     config = ManagerConfig(http_host="127.0.0.1", http_port=0, workers=2)
-    manager = Manager(client, config, reconcilers=reconcilers())
+    cache = CacheSettings(enabled=True)  # the chart's default: the shared cache PVC
+    manager = Manager(client, config, reconcilers=reconcilers(model_cache=cache))
     bind_domain_metrics(manager)
     try:
         await install_crds(client)
@@ -214,7 +272,15 @@ async def demo(keep_running: bool = False) -> int:
         for name in (names[1], FROM_CLAIMS):
             print(f"\n$ kubectl llmkube status {name}")
             print(await render_status(client, "default", name))
-        print("\nDemo", "succeeded: all three services serve on DRA claims." if ok else "FAILED.")
+        delivered = await _delivery(client)
+        ok = ok and delivered
+        print(
+            "\nDemo",
+            "succeeded: all three services serve on DRA claims; the Model went Downloading -> "
+            "Ready and the second replica reused the cached file."
+            if ok
+            else "FAILED.",
+        )
         if keep_running:
             print(f"Still running (Ctrl-C stops); try:\n  kubectl --server {server.url} get pods")
             print(f"  kubectl llmkube status {names[1]} --server {server.url}")

@@ -45,6 +45,11 @@ CLUSTER_RULES: tuple[Rule, ...] = (
     Rule("", ("pods/eviction",), ("create",)),
     # A GPUQuota's selector matches Namespace labels (as LLMKube's gpuquota controller).
     Rule("", ("namespaces",), READ),
+    # spec.prefetch: the Model's loader Job (watched: its status is the Prefetch condition).
+    Rule("batch", ("jobs",), (*READ, "create", "patch")),
+    # The model cache PVC: created once, never read or changed (chart: only with
+    # modelCache.enabled).
+    Rule("", ("persistentvolumeclaims",), ("create",)),
 )
 # In the controller's own namespace, for leader election only.
 LEADER_ELECTION_RULES: tuple[Rule, ...] = (

@@ -56,6 +56,8 @@ HORIZONTAL_POD_AUTOSCALER = ResourceType(
     "autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler"
 )
 POD_DISRUPTION_BUDGET = ResourceType("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget")
+PERSISTENT_VOLUME_CLAIM = ResourceType("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim")
+JOB = ResourceType("batch", "v1", "jobs", "Job")
 CRD = ResourceType(
     "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False
 )
@@ -76,6 +78,8 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
     LEASE,
     HORIZONTAL_POD_AUTOSCALER,
     POD_DISRUPTION_BUDGET,
+    PERSISTENT_VOLUME_CLAIM,
+    JOB,
     CRD,
 )
 CUSTOM_TYPES: tuple[ResourceType, ...] = (MODEL, INFERENCE_SERVICE, GPU_QUOTA)

@@ -8,6 +8,7 @@ from controller.cache import Cache
 from controller.events import EventRecorder
 from controller.kube import KubeClient
 
+from .model_cache_settings import CacheSettings
 from .status import StatusWriter
 
 
@@ -20,6 +21,8 @@ class Context:
     # --allowed-host-path-roots: where file:// and absolute-path Model sources may be
     # mounted from; empty (the default) refuses them all.
     allowed_host_path_roots: tuple[str, ...] = field(default=())
+    # --model-cache-*: the cache PVC loaders fill (reconcilers/model_cache.py).
+    model_cache: CacheSettings = field(default_factory=CacheSettings)
 
     @classmethod
     def create(
@@ -28,6 +31,14 @@ class Context:
         cache: Cache,
         recorder: EventRecorder | None = None,
         allowed_host_path_roots: tuple[str, ...] = (),
+        model_cache: CacheSettings | None = None,
     ) -> Context:
         recorder = recorder or EventRecorder(client)
-        return cls(client, cache, recorder, StatusWriter(client, recorder), allowed_host_path_roots)
+        return cls(
+            client,
+            cache,
+            recorder,
+            StatusWriter(client, recorder),
+            allowed_host_path_roots,
+            model_cache or CacheSettings(),
+        )

@@ -55,6 +55,7 @@ from controller.resources import (
 from .claims import missing_claims, names_claim
 from .context import Context
 from .kueue import KueueSettings
+from .model_cache import ClaimMaker
 from .pod_lifetime import recycle_expired
 from .pods import index_pods
 from .quota_index import admission_changes
@@ -79,6 +80,7 @@ class InferenceServiceReconciler:
     def __init__(self, ctx: Context, kueue: KueueSettings | None = None) -> None:
         self.ctx = ctx
         self.kueue = kueue or KueueSettings()
+        self.claims = ClaimMaker()  # the model cache claims made by this controller run
         index_pods(ctx.cache)  # its pods by the service label, kept from the first event on
 
     @property
@@ -232,12 +234,19 @@ class InferenceServiceReconciler:
         """plan -> apply -> status; a refused plan writes only the status."""
         facts = observe(self.ctx.cache, isvc, service, model, missing)
         decided = plan(
-            isvc, service, model, missing, facts, self.kueue, self.ctx.allowed_host_path_roots
+            isvc,
+            service,
+            model,
+            missing,
+            facts,
+            self.kueue,
+            self.ctx.allowed_host_path_roots,
+            self.ctx.model_cache,
         )
         if decided.refused:
             await write_refused(self.ctx, isvc, decided)
             return Result()
-        applied = await apply(self.ctx, isvc, service, model, decided)
+        applied = await apply(self.ctx, isvc, service, model, decided, self.claims)
         await write_served(self.ctx, isvc, service, model, decided, applied)
         if applied.conflict is not None:
             return Result(requeue_after=NOT_OWNED_RECHECK)

@@ -21,7 +21,9 @@ from controller.informer import Event
 from controller.reconcile import Request, Result, Watch
 from controller.resources import (
     DEVICE_CLASS,
+    JOB,
     MODEL,
+    POD,
     RESOURCE_CLAIM,
     RESOURCE_CLAIM_TEMPLATE,
     RESOURCE_SLICE,
@@ -33,12 +35,17 @@ from . import dra
 from .claims import missing_claims, names_claim
 from .conditions import Condition
 from .context import Context
+from .delivery import Delivery, delivery
 from .devices import device_classes, model_demand, resource_slices
 from .gpu import attachment_kind, device_plugin_resource
+from .loader import needs_loader
+from .prefetch import ensure_prefetch
+from .workload import MANAGED_BY, MANAGER, MODEL_LABEL
 
 Obj = dict[str, Any]
 ACCELERATOR_READY = c.ACCELERATOR_READY
 READY = c.READY
+OWNED_SELECTOR = f"{MANAGED_BY}={MANAGER}"
 
 
 def accelerator_condition(
@@ -140,7 +147,24 @@ class ModelReconciler:
             # Classes and slices are cluster-wide: any change can move any GPU Model.
             Watch(DEVICE_CLASS, self._gpu_models),
             Watch(RESOURCE_SLICE, self._gpu_models),
+            # The loaders' termination messages: serving pods and prefetch Job pods.
+            Watch(POD, self._labelled, OWNED_SELECTOR),
+            Watch(JOB, self._labelled, OWNED_SELECTOR),
         ]
+
+    def _labelled(self, event: Event) -> Iterable[Request]:
+        ns, _ = object_key(event.obj)
+        name = (event.obj.get("metadata", {}).get("labels") or {}).get(MODEL_LABEL)
+        if name:
+            yield Request(self.name, ns, name)
+
+    def _delivery(self, namespace: str, name: str, model: ModelSpec) -> Delivery:
+        pods = [
+            p
+            for p in self.ctx.cache.list(POD, namespace)
+            if (p["metadata"].get("labels") or {}).get(MODEL_LABEL) == name
+        ]
+        return delivery(model, pods)
 
     def _itself(self, event: Event) -> Iterable[Request]:
         ns, name = object_key(event.obj)
@@ -214,5 +238,17 @@ class ModelReconciler:
             "acceleratorReady": accelerator.status,
             "gpu": gpu,
         }
-        await self.ctx.status.write(MODEL, obj, fields, [accelerator, ready])
+        conditions = [accelerator, ready]
+        if needs_loader(model) and not refusal:
+            # What the loaders reported; the controller itself fetches nothing.
+            got = self._delivery(request.namespace, request.name, model)
+            fields.update(got.status)
+            fields["cacheKey"] = model.cache_key
+            if accelerator.status or got.phase == "Failed":
+                fields["phase"] = got.phase
+                conditions[1] = Condition(READY, got.phase == "Ready", got.reason, got.message)
+            prefetch = await ensure_prefetch(self.ctx, obj, model, got)
+            if prefetch is not None:
+                conditions.append(prefetch)
+        await self.ctx.status.write(MODEL, obj, fields, conditions)
         return Result()

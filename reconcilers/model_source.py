@@ -22,7 +22,7 @@ from typing import Any
 from api import ModelSpec
 from api.source import host_path_error
 
-from .loader import loader_for
+from .loader import EPHEMERAL, Store, loader_for
 
 Obj = dict[str, Any]
 PVC_MOUNT = "/model-source"  # LLMKube's mount point of a pvc:// source
@@ -39,11 +39,13 @@ class Placement:
     loader: Obj | None = None  # the init container that downloads the file
     volumes: list[Obj] = field(default_factory=list)
     mounts: list[Obj] = field(default_factory=list)  # the runtime container's mounts
+    store: Store = EPHEMERAL  # where the loader writes (mounted only with a loader)
+    mmproj: str | None = None  # the staged spec.mmproj (llama.cpp's --mmproj)
 
     @property
     def models_dir(self) -> bool:
-        """Whether the /models emptyDir is mounted: only for the loader to write to. An
-        empty /models would hide a source at or under it, or one baked into the image."""
+        """Whether /models is mounted: only for the loader to write to. An empty /models
+        would hide a source at or under it, or one baked into the image."""
         return self.loader is not None
 
 
@@ -54,10 +56,20 @@ def host_path_type(model: ModelSpec, runtime: str, path: str) -> str:
     return "File" if gguf else "Directory"
 
 
-def model_placement(model: ModelSpec, runtime: str, roots: tuple[str, ...] = ()) -> Placement:
+def model_placement(
+    model: ModelSpec,
+    runtime: str,
+    roots: tuple[str, ...] = (),
+    store: Store = EPHEMERAL,
+    hf_token: tuple[str, str] | None = None,
+) -> Placement:
     """The model argument and its volumes; raises SourceNotAllowed for a host path outside
-    `roots` (the operator's --allowed-host-path-roots)."""
+    `roots` (the operator's --allowed-host-path-roots). store: where a loader writes;
+    hf_token: the service's hfTokenSecretRef (Secret, key)."""
     source = model.location
+    loading = loader_for(model, store, runtime, hf_token)
+    if loading is not None:  # a one-file source, or spec.files
+        return Placement(loading.path, loader=loading.container, store=store, mmproj=loading.mmproj)
     if source.kind == "hub":
         arg = source.repo + (f":{source.quant}" if source.quant else "")
         return Placement(arg, revision=source.revision)
@@ -78,5 +90,4 @@ def model_placement(model: ModelSpec, runtime: str, roots: tuple[str, ...] = ())
         }
         mount = {"name": "host-model", "mountPath": source.path, "readOnly": True}
         return Placement(source.path, volumes=[volume], mounts=[mount])
-    path, loader = loader_for(source, model.source_secret)
-    return Placement(path, loader=loader)
+    raise AssertionError(f"no placement for source kind {source.kind}")

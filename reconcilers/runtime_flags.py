@@ -103,6 +103,7 @@ TGI = _flags(
 LLAMACPP = _flags(
     _f("--model", "-m"),
     _f("-hf", "-hfr", "--hf-repo"),
+    _f("--mmproj", "-mm"),
     _f("--alias", "-a"),
     _f("--host"),
     _f("--port"),

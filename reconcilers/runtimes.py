@@ -136,7 +136,8 @@ def tensor_split(layer_split: tuple[str, ...], count: int) -> str | None:
 def hub_revision(model: ModelSpec) -> str | None:
     """hf://org/repo@rev: the revision the runtime downloads."""
     source = model.location
-    return source.revision if source.kind == "hub" else None
+    # spec.files: the loader fetched that revision's files; the runtime gets a path.
+    return source.revision if source.kind == "hub" and not model.files else None
 
 
 def model_flag(runtime: str, model_arg: str) -> str:
@@ -156,12 +157,14 @@ def runtime_command(
     served_name: str,
     claimed_devices: int | None = None,
     member: Member | None = None,
+    mmproj: str | None = None,
 ) -> RuntimeCommand:
     """The runtime's image, command and argv.
 
     `claimed_devices`: the devices the pod's DRA claims ask for, when known; it sizes
     the runtime only when LLMKube's GPU count is absent (count always wins).
     `member`: the multiNode rank this pod runs (vLLM only).
+    `mmproj`: the staged spec.mmproj, llama.cpp's --mmproj (a user's --mmproj wins).
     """
     runtime = service.runtime
     count = runtime_device_count(model, service) or claimed_devices or None
@@ -179,6 +182,8 @@ def runtime_command(
             a.add("--revision", hub_revision(model))
     build = {"vllm": _vllm, "sglang": _sglang, "tgi": _tgi, "llamacpp": _llamacpp}[runtime]
     command, env = build(a, service, model, served_name, count, gpu, member)
+    if runtime == "llamacpp":
+        a.add("--mmproj", mmproj)
     return RuntimeCommand(
         image=image_for(model, service) or "",
         command=command,

@@ -18,6 +18,7 @@ from .autoscaling import ensure_autoscaler
 from .context import Context
 from .disruption import ensure_budget, protected
 from .kueue import label_workload
+from .model_cache import ClaimMaker
 from .pods import owned_pods, pod_ready, unschedulable
 from .serving_plan import CLAIMED_ANNOTATION, Plan
 from .workload import build_deployment, build_member_pods, build_members_service, build_service
@@ -34,12 +35,19 @@ class Applied:
 
 
 async def apply(
-    ctx: Context, isvc: Obj, service: InferenceServiceSpec, model: ModelSpec, plan: Plan
+    ctx: Context,
+    isvc: Obj,
+    service: InferenceServiceSpec,
+    model: ModelSpec,
+    plan: Plan,
+    claims: ClaimMaker,
 ) -> Applied:
     uid = isvc["metadata"]["uid"]
     try:
+        # The cache claim first: the pods mount it (create only; never changed).
+        await claims.ensure(ctx, isvc, plan.store)
         if service.multi_node is not None:
-            applied = await _members(ctx, isvc, service, model, plan.admitted)
+            applied = await _members(ctx, isvc, service, model, plan)
         else:
             applied = await _deployment(ctx, isvc, service, model, plan)
         await ensure(
@@ -81,6 +89,7 @@ async def _deployment(
         claimed_devices=plan.claimed,
         rt=plan.command,
         roots=ctx.allowed_host_path_roots,
+        store=plan.store,
     )
     if plan.claimed is not None:
         annotations = desired["metadata"].setdefault("annotations", {})
@@ -95,8 +104,9 @@ async def _deployment(
 
 
 async def _members(
-    ctx: Context, isvc: Obj, service: InferenceServiceSpec, model: ModelSpec, admitted: int
+    ctx: Context, isvc: Obj, service: InferenceServiceSpec, model: ModelSpec, plan: Plan
 ) -> Applied:
+    admitted = plan.admitted
     ns, _ = object_key(isvc)
     uid = isvc["metadata"]["uid"]
     pods = build_member_pods(
@@ -106,6 +116,7 @@ async def _members(
         service.model_ref,
         min(admitted, 1),
         roots=ctx.allowed_host_path_roots,
+        store=plan.store,
     )
     wanted = {p["metadata"]["name"] for p in pods}
     ready = 0

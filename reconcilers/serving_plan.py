@@ -24,6 +24,9 @@ from .conditions import Condition
 from .devices import device_classes, model_demand, templates
 from .gpu import DEFAULT_RESOURCE_NAMES, replica_charge
 from .kueue import KueueSettings, kueue_status, queue_name
+from .loader import EPHEMERAL, Store
+from .model_cache import store_for
+from .model_cache_settings import CacheSettings
 from .quota_index import namespace_allocations
 from .quota_rule import MIN_PRIORITY, VRAM_BYTES, Allocation
 from .runtime_checks import Problem, runtime_problems
@@ -78,6 +81,7 @@ class Plan:
     conditions: tuple[Condition, ...]  # decided before any write
     refused: tuple[Problem, ...] = ()  # the runtime could not serve: write nothing
     kueue: Obj | None = None  # status.kueue
+    store: Store = EPHEMERAL  # where the loader writes the model (the cache claim, or not)
 
 
 def plan(
@@ -88,8 +92,10 @@ def plan(
     facts: Facts,
     kueue: KueueSettings,
     roots: tuple[str, ...] = (),
+    cache: CacheSettings | None = None,
 ) -> Plan:
-    """roots: the operator's --allowed-host-path-roots (a host-path model source)."""
+    """roots: the operator's --allowed-host-path-roots (a host-path model source);
+    cache: the operator's model cache (--model-cache-*)."""
     allocation, demand = facts.allocation, facts.demand
     admitted = allocation.admitted_replicas if allocation else service.wanted_replicas
     # Under a quota, what it charges (DRA's allocation may differ from the count).
@@ -105,8 +111,12 @@ def plan(
     # What the runtime's parser cannot see (parallelism vs the GPUs a pod gets, model
     # form, image): refused before any workload is written. Built once: checked here,
     # and the Deployment's pods run this same command.
-    model_arg = model_location(model, service.runtime, roots).arg
-    command = runtime_command(service, model, model_arg, service.model_ref, claimed)
+    store = store_for(isvc, service, model, cache or CacheSettings())
+    placement = model_location(model, service.runtime, roots, store, service.hf_token)
+    model_arg = placement.arg
+    command = runtime_command(
+        service, model, model_arg, service.model_ref, claimed, mmproj=placement.mmproj
+    )
     problems = runtime_problems(service, model, model_arg, claimed, command)
     if service.multi_node is not None and facts.extended_class and not model.uses_claims:
         problems.insert(0, _multi_node_via_dra(model, facts.extended_class))
@@ -119,7 +129,17 @@ def plan(
             Condition(c.RUNTIME_CONFIGURED, False, reason, message),
             Condition(c.READY, False, reason, message),
         )
-        return Plan(admitted, per_replica, claimed, demand, command, queue, refused, (*problems,))
+        return Plan(
+            admitted,
+            per_replica,
+            claimed,
+            demand,
+            command,
+            queue,
+            refused,
+            (*problems,),
+            store=store,
+        )
     conditions = [
         resolved,
         Condition(
@@ -150,7 +170,16 @@ def plan(
         )
         conditions.append(kueue_condition)
     return Plan(
-        admitted, per_replica, claimed, demand, command, queue, (*conditions,), (), kueue_fields
+        admitted,
+        per_replica,
+        claimed,
+        demand,
+        command,
+        queue,
+        (*conditions,),
+        (),
+        kueue_fields,
+        store,
     )
 
 

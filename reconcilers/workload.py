@@ -11,7 +11,7 @@ from api import InferenceServiceSpec, ModelSpec
 from controller.resources import INFERENCE_SERVICE
 
 from .gpu import GPUAttachment, gpu_attachment, uses_gpu
-from .loader import MODEL_DIR
+from .loader import EPHEMERAL, Store, hf_token_env, secret_env
 from .model_source import Placement, model_placement
 from .pod_fields import apply_pod_fields, deployment_fields
 from .runtimes import Member, RuntimeCommand, runtime_command
@@ -70,11 +70,15 @@ def _metadata(isvc: Obj, name: str, model_name: str) -> Obj:
 
 
 def model_location(
-    model: ModelSpec, runtime: str = "vllm", roots: tuple[str, ...] = ()
+    model: ModelSpec,
+    runtime: str = "vllm",
+    roots: tuple[str, ...] = (),
+    store: Store = EPHEMERAL,
+    hf_token: tuple[str, str] | None = None,
 ) -> Placement:
     """What the runtime loads and the volumes and init container behind it; raises
     SourceNotAllowed for a host path outside `roots` (--allowed-host-path-roots)."""
-    return model_placement(model, runtime, roots)
+    return model_placement(model, runtime, roots, store, hf_token)
 
 
 # Runtimes whose health endpoint answers while busy (llama.cpp's /health is served
@@ -139,10 +143,27 @@ def _container(
             container["livenessProbe"] = liveness_probe(rt)
     if rt.command:
         container["command"] = rt.command
-    env = [*rt.env, *(dict(e) for e in service.pod.env)]
+    tokens = _hf_token_env(service, model)
+    env = [*rt.env, *tokens, *(dict(e) for e in service.pod.env)]
     if env:
         container["env"] = env
     return container
+
+
+def _hf_token_env(service: InferenceServiceSpec, model: ModelSpec) -> list[Obj]:
+    """HF_TOKEN for the runtimes that download from the hub (vLLM, SGLang, TGI): from
+    <runtime>Config.hfTokenSecretRef, else the Model's sourceSecretRef of an hf source.
+    A secretKeyRef: the value is never copied into the pod spec."""
+    if service.runtime == "llamacpp":
+        return []
+    token = (
+        secret_env("HF_TOKEN", *service.hf_token) if service.hf_token else hf_token_env(model, None)
+    )
+    if token is None:
+        return []
+    if service.runtime == "tgi":  # TGI also reads the older name
+        return [token, {**token, "name": "HUGGING_FACE_HUB_TOKEN"}]
+    return [token]
 
 
 def _scheduling(service: InferenceServiceSpec) -> Obj:
@@ -169,17 +190,20 @@ def pod_spec(
     member: Member | None = None,
     rt: RuntimeCommand | None = None,
     roots: tuple[str, ...] = (),
+    store: Store = EPHEMERAL,
 ) -> Obj:
     """rt: the runtime command already built from these arguments, if the caller has it;
-    roots: the operator's --allowed-host-path-roots."""
-    placement = model_location(model, service.runtime, roots)
+    roots: the operator's --allowed-host-path-roots; store: where the loader writes."""
+    placement = model_location(model, service.runtime, roots, store, service.hf_token)
     if rt is None:
-        rt = runtime_command(service, model, placement.arg, model_name, claimed_devices, member)
+        rt = runtime_command(
+            service, model, placement.arg, model_name, claimed_devices, member, placement.mmproj
+        )
     attach = gpu_attachment(model, service)
     volumes, mounts = list(placement.volumes), list(placement.mounts)
     if placement.models_dir:
-        volumes.insert(0, {"name": "models", "emptyDir": {}})
-        mounts.insert(0, {"name": "models", "mountPath": MODEL_DIR})
+        volumes.insert(0, placement.store.volume())
+        mounts.insert(0, placement.store.runtime_mount())
     spec: Obj = {
         "containers": [_container(rt, service, model, attach, mounts)],
         "volumes": volumes,
@@ -202,6 +226,7 @@ def build_deployment(
     claimed_devices: int | None = None,
     rt: RuntimeCommand | None = None,
     roots: tuple[str, ...] = (),
+    store: Store = EPHEMERAL,
 ) -> Obj:
     name = isvc["metadata"]["name"]
     template_meta: Obj = {"labels": pod_labels(isvc, service)}
@@ -226,7 +251,14 @@ def build_deployment(
             "template": {
                 "metadata": template_meta,
                 "spec": pod_spec(
-                    isvc, service, model, model_name, claimed_devices, rt=rt, roots=roots
+                    isvc,
+                    service,
+                    model,
+                    model_name,
+                    claimed_devices,
+                    rt=rt,
+                    roots=roots,
+                    store=store,
                 ),
             },
         },
@@ -252,6 +284,7 @@ def build_member_pods(
     model_name: str,
     replicas: int,
     roots: tuple[str, ...] = (),
+    store: Store = EPHEMERAL,
 ) -> list[Obj]:
     """multiNode: one pod per member, pinned with nodeName (device-plugin GPUs only).
 
@@ -273,6 +306,7 @@ def build_member_pods(
             model_name,
             member=Member(rank, len(members), leader, port),
             roots=roots,
+            store=store,
         )
         spec["nodeName"] = member.node
         spec["hostname"] = f"{name}-{rank}"

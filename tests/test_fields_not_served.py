@@ -33,13 +33,18 @@ def test_samples_name_what_they_set() -> None:
     s3 = sample("model_s3_source.yaml")
     assert "spec.sourceSecretRef" not in model_fields(s3["spec"]), "the s3 loader's keys"
     gated = {"source": "hf://org/gated", "sourceSecretRef": {"name": "hf"}}
-    assert model_fields(gated) == ["spec.sourceSecretRef"]
+    assert model_fields(gated) == [], "the HF token of an hf source is served"
+    http = {"source": "https://example.com/m.gguf", "sourceSecretRef": {"name": "x"}}
+    assert model_fields(http) == ["spec.sourceSecretRef"]
     # What the API server defaults into every object is no request of the user's.
     assert inference_service_fields({"modelRef": "m", "bindAddress": "::"}) == []
     assert inference_service_fields({"modelRef": "m", "priority": "normal"}) == []
     assert inference_service_fields({"modelRef": "m", "priority": "high"}) == ["spec.priority"]
     assert model_fields({"source": "x", "refreshPolicy": "IfNotPresent"}) == []
+    # Served where a loader stages the Model; not for a repo the runtime downloads.
     assert model_fields({"source": "x", "refreshPolicy": "OnChange"}) == ["spec.refreshPolicy"]
+    url = {"source": "https://h/m.gguf", "refreshPolicy": "OnChange", "sha256": "a" * 64}
+    assert model_fields(url) == []
 
 
 def test_runtime_config_keys_beyond_the_typed_ones() -> None:
@@ -52,7 +57,6 @@ def test_runtime_config_keys_beyond_the_typed_ones() -> None:
     }
     assert inference_service_fields(spec) == [
         "spec.vllmConfig.speculativeModel",
-        "spec.vllmConfig.hfTokenSecretRef",
         "spec.sglangConfig",  # another runtime's section is never read
     ]
 

@@ -22,7 +22,7 @@ from app.controllers import reconcilers
 from controller.kube import KubeClient
 from controller.manager import Manager, ManagerConfig
 from controller.resources import DEPLOYMENT, INFERENCE_SERVICE, MODEL
-from reconcilers.loader import S3_SCRIPT
+from reconcilers.loader import SCRIPT
 from reconcilers.model_source import SourceNotAllowed
 from reconcilers.workload import pod_spec
 from webhook.admission import verdict
@@ -115,8 +115,11 @@ def test_llamacpp_takes_hf_with_its_quant_tag_and_refuses_a_revision() -> None:
 def test_hf_file_source_is_downloaded_from_the_hub_at_its_revision() -> None:
     p = pod("llamacpp", {"source": "hf://org/repo-GGUF/sub/m-Q4.gguf@v1"})
     assert value(args(p), "--model") == "/models/m-Q4.gguf"
-    command = p["initContainers"][0]["command"]
-    assert command[-1] == "https://huggingface.co/org/repo-GGUF/resolve/v1/sub/m-Q4.gguf"
+    env = {e["name"]: e.get("value") for e in p["initContainers"][0]["env"]}
+    assert (
+        env["LOADER_FILES"]
+        == "https://huggingface.co/org/repo-GGUF/resolve/v1/sub/m-Q4.gguf m-Q4.gguf"
+    )
 
 
 # -- pvc:// and host paths: volumes, read-only, never hidden --------------------------
@@ -185,8 +188,10 @@ def test_s3_loader_reads_the_secret_through_secret_key_refs() -> None:
     spec = {"source": "s3://models/q/m f.gguf", "sourceSecretRef": {"name": "creds"}}
     p = pod("llamacpp", spec)
     init = p["initContainers"][0]
-    assert init["command"][-2:] == ["/models/m f.gguf", "models/q/m%20f.gguf"]
-    env = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in init["env"]}
+    given = {e["name"]: e.get("value") for e in init["env"]}
+    assert given["LOADER_FILES"] == "models/q/m%20f.gguf m f.gguf"
+    assert given["LOADER_PATH"] == "/models/m f.gguf" and given["LOADER_S3"] == "1"
+    env = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in init["env"] if "valueFrom" in e}
     assert env["AWS_ACCESS_KEY_ID"] == {"name": "creds", "key": "AWS_ACCESS_KEY_ID"}
     assert env["AWS_SECRET_ACCESS_KEY"] == {"name": "creds", "key": "AWS_SECRET_ACCESS_KEY"}
     for optional in ("AWS_REGION", "AWS_ENDPOINT_URL", "AWS_SESSION_TOKEN"):
@@ -247,18 +252,21 @@ def s3_server() -> Iterator[tuple[str, list[Obj]]]:
 
 def _run_s3_loader(tmp: Path, endpoint: str, secret: str) -> subprocess.CompletedProcess[str]:
     p = pod("llamacpp", {"source": "s3://models/q/m f.gguf", "sourceSecretRef": {"name": "c"}})
-    sh, flag, script, _, obj = p["initContainers"][0]["command"]
-    assert script == S3_SCRIPT
+    sh, flag, script = p["initContainers"][0]["command"]
+    assert script == SCRIPT
+    given = {e["name"]: e["value"] for e in p["initContainers"][0]["env"] if "value" in e}
     env = {
+        **given,
+        "LOADER_DIR": str(tmp),
+        "LOADER_TERMINATION_LOG": str(tmp / "termination-log"),
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE",
         "AWS_SECRET_ACCESS_KEY": secret,
         "AWS_ENDPOINT_URL": endpoint,
         "AWS_SESSION_TOKEN": "token-1",
     }
-    dest = str(tmp / "m f.gguf")
     return subprocess.run(
-        [sh, flag, script.replace("--retry 5", "--retry 0"), dest, obj],
+        [sh, flag, script.replace("--retry 5", "--retry 0")],
         env=env,
         capture_output=True,
         text=True,

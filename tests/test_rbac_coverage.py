@@ -22,6 +22,7 @@ from .conftest import (
 )
 from .dra_cluster import dra_cluster
 from .support.chart import render, rules_of
+from .support.delivery import cluster_with_cache, model_phase
 
 VERB_OF = {
     "GET": "get",
@@ -190,3 +191,33 @@ async def test_pod_recycling_requests_are_covered_by_the_chart_rbac() -> None:
     assert ("", "pods/eviction", "create") in {permission(e) for e in requests}
     missing = forbidden(requests)
     assert not missing, f"requests the chart's RBAC would forbid: {sorted(missing)}"
+
+
+@pytest.mark.server
+async def test_model_delivery_requests_are_covered_by_the_chart_rbac() -> None:
+    """The cache PVC (create only) and prefetch Jobs: what the chart grants, and only
+    with modelCache.enabled for the PVC."""
+    async with cluster_with_cache() as (kube, manager, server):
+        await apply_text(
+            kube,
+            "apiVersion: inference.llmkube.dev/v1alpha1\nkind: Model\nmetadata: {name: m}\n"
+            "spec: {source: 'https://h.example/m.gguf', prefetch: true}\n",
+        )
+        await apply_text(kube, isvc_yaml("s", "m", "llamacpp"))
+        await model_phase(kube, "m", "Ready")
+        await manager.wait_idle()
+        requests = await server.requests()
+    used = {permission(e) for e in requests}
+    for needed in [
+        ("", "persistentvolumeclaims", "create"),
+        ("batch", "jobs", "patch"),  # server-side apply
+        ("batch", "jobs", "watch"),
+    ]:
+        assert needed in used, needed
+    assert not {u for u in used if u[1] == "persistentvolumeclaims" and u[2] != "create"}
+    missing = forbidden(requests)
+    assert not missing, f"requests the chart's RBAC would forbid: {sorted(missing)}"
+    without = rules_of(
+        next(d for d in render({"modelCache": {"enabled": False}}) if d["kind"] == "ClusterRole")
+    )
+    assert not {r for r in without if r[1] == "persistentvolumeclaims"}

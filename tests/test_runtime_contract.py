@@ -476,7 +476,8 @@ def model_argument_errors(runtime: str, pod: Obj, parsed: Parsed) -> list[str]:
         if volume is None or volume not in volumes:
             errors.append(f"model path {value!r} is on no volume of the pod")
         elif "emptyDir" in volumes[volume] and not any(
-            value in c["command"] for c in pod.get("initContainers") or []
+            {"name": "LOADER_PATH", "value": value} in (c.get("env") or [])
+            for c in pod.get("initContainers") or []
         ):
             errors.append(f"model path {value!r} is on an empty volume no loader fills")
     elif runtime == "llamacpp":

@@ -341,14 +341,17 @@ def _loader(tmp: Path) -> tuple[list[str], Path, Path]:
     model = parse_model({"source": "https://example.com/m/model.gguf"})
     service = parse_inference_service({"modelRef": "m"})
     init = pod_spec(ISVC, service, model, "m")["initContainers"][0]
-    sh, flag, script, dest, url = init["command"]
+    sh, flag, script = init["command"]
+    given = {e["name"]: e["value"] for e in init["env"] if "value" in e}
     bin_dir = tmp / "bin"
     bin_dir.mkdir()
     for name, text in (("curl", FAKE_CURL), ("mv", FAKE_MV)):
         (bin_dir / name).write_text(text)
         (bin_dir / name).chmod(stat.S_IRWXU)
-    local = tmp / Path(dest).name
-    return [sh, flag, script, str(local), url], local, bin_dir
+    local = tmp / Path(given["LOADER_PATH"]).name
+    # The loader's inputs are its env: the pod's, with the directory moved under tmp.
+    env = {**given, "LOADER_DIR": str(tmp), "LOADER_TERMINATION_LOG": str(tmp / "message")}
+    return ["env", *(f"{k}={v}" for k, v in env.items()), sh, flag, script], local, bin_dir
 
 
 def _run(cmd: list[str], bin_dir: Path, log: Path, **env: str) -> subprocess.CompletedProcess[str]:

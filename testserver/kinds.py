@@ -62,6 +62,8 @@ HORIZONTAL_POD_AUTOSCALER = ResourceType(
     "autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler"
 )
 POD_DISRUPTION_BUDGET = ResourceType("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget")
+PERSISTENT_VOLUME_CLAIM = ResourceType("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim")
+JOB = ResourceType("batch", "v1", "jobs", "Job")
 RBAC = "rbac.authorization.k8s.io"
 
 BUILTINS: tuple[Builtin, ...] = (
@@ -81,6 +83,8 @@ BUILTINS: tuple[Builtin, ...] = (
     Builtin(CRD, short_names=("crd", "crds")),
     Builtin(HORIZONTAL_POD_AUTOSCALER, short_names=("hpa",), categories=("all",)),
     Builtin(POD_DISRUPTION_BUDGET, short_names=("pdb",)),
+    Builtin(PERSISTENT_VOLUME_CLAIM, short_names=("pvc",)),
+    Builtin(JOB, categories=("all",)),
     # What a chart installs beside them.
     Builtin(
         ResourceType("", "v1", "serviceaccounts", "ServiceAccount"), False, short_names=("sa",)

@@ -42,6 +42,7 @@ from .dra_allocator import (
 from .kinds import (
     DEPLOYMENT,
     DEVICE_CLASS,
+    JOB,
     NODE,
     POD,
     RESOURCE_CLAIM,
@@ -49,12 +50,14 @@ from .kinds import (
     RESOURCE_SLICE,
     ResourceType,
 )
+from .loader_sim import HOLD_ANNOTATION, LOADER, Volumes, loader_of, run_loader
 from .storage import Obj, Storage, StorageError, WatchEvent, now_iso, type_id
 
 WATCHED = {
     type_id(rt)
     for rt in (
         DEPLOYMENT,
+        JOB,
         POD,
         RESOURCE_CLAIM,
         RESOURCE_CLAIM_TEMPLATE,
@@ -141,6 +144,11 @@ class ClusterSimulator:
         self.dra_gpus = dra_gpus
         self.plugin_gpus = plugin_gpus
         self._pending = False
+        # The model loader's simulated volumes, each pod's loader result (exit code,
+        # termination message) and when a held loader finishes (loop time).
+        self.volumes = Volumes()
+        self._loaded: dict[str, tuple[int, str]] = {}
+        self._holds: dict[str, float] = {}
         self._seed()
         storage.listeners.append(self._on_event)
 
@@ -176,11 +184,15 @@ class ClusterSimulator:
         try:
             for dep in self.storage.select(DEPLOYMENT, None, lambda o: True):
                 self._sync_replicas(dep)
+            for job in self.storage.select(JOB, None, lambda o: True):
+                self._sync_job(job)
             self._release_claims()
             self._create_template_claims()
             self._schedule()
             for dep in self.storage.select(DEPLOYMENT, None, lambda o: True):
                 self._report(dep)
+            for job in self.storage.select(JOB, None, lambda o: True):
+                self._report_job(job)
         except StorageError:
             pass  # a concurrent client write; the event it made brings us back
 
@@ -215,6 +227,7 @@ class ClusterSimulator:
                     "metadata": {
                         "generateName": f"{name}-{current[:5]}-",
                         "labels": {**(meta.get("labels") or {}), TEMPLATE_HASH: current},
+                        "annotations": dict(meta.get("annotations") or {}),
                         "ownerReferences": [
                             {
                                 "apiVersion": "apps/v1",
@@ -322,7 +335,7 @@ class ClusterSimulator:
 
     def _schedule(self) -> None:
         for pod in self.storage.select(POD, None, lambda o: True):
-            if (pod.get("status") or {}).get("phase") == "Running":
+            if (pod.get("status") or {}).get("phase") in ("Running", "Succeeded", "Failed"):
                 continue
             if pod["spec"].get("nodeName"):  # pinned: no scheduler, no claim allocation
                 self._run(pod)
@@ -564,18 +577,151 @@ class ClusterSimulator:
         )
 
     def _run(self, pod: Obj) -> None:
+        loader = loader_of(pod["spec"])
+        init: list[Obj] = []
+        if loader is not None:
+            result = self._load(pod, loader)
+            is_job = loader in (pod["spec"].get("containers") or [])
+            if result is None:  # held: the loader is still running
+                running = [
+                    {
+                        "name": LOADER,
+                        "ready": False,
+                        "restartCount": 0,
+                        "state": {"running": {"startedAt": now_iso()}},
+                    }
+                ]
+                key = "containerStatuses" if is_job else "initContainerStatuses"
+                self._pod_phase(pod, "Pending" if not is_job else "Running", {key: running})
+                return
+            code, message = result
+            term = {
+                "exitCode": code,
+                "reason": "Completed" if code == 0 else "Error",
+                "message": message,
+                "finishedAt": now_iso(),
+            }
+            if is_job:  # restartPolicy Never: the pod ends with its loader
+                done = [
+                    {
+                        "name": LOADER,
+                        "ready": False,
+                        "restartCount": 0,
+                        "state": {"terminated": term},
+                    }
+                ]
+                phase = "Succeeded" if code == 0 else "Failed"
+                self._pod_phase(pod, phase, {"containerStatuses": done})
+                return
+            if code != 0:
+                failed = {
+                    "name": LOADER,
+                    "ready": False,
+                    "restartCount": 1,
+                    "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+                    "lastState": {"terminated": term},
+                }
+                self._pod_phase(pod, "Pending", {"initContainerStatuses": [failed]})
+                return
+            init = [
+                {"name": LOADER, "ready": True, "restartCount": 0, "state": {"terminated": term}}
+            ]
+        status: Obj = {
+            **self._claim_status_fields(pod),
+            "phase": "Running",
+            "startTime": now_iso(),
+            "conditions": [
+                {"type": "PodScheduled", "status": "True"},
+                {"type": "Ready", "status": "True"},
+            ],
+        }
+        if init:
+            status["initContainerStatuses"] = init
+        self._set_status(pod, status)
+
+    def _pod_phase(self, pod: Obj, phase: str, statuses: Obj) -> None:
         self._set_status(
             pod,
             {
                 **self._claim_status_fields(pod),
-                "phase": "Running",
-                "startTime": now_iso(),
+                "phase": phase,
                 "conditions": [
                     {"type": "PodScheduled", "status": "True"},
-                    {"type": "Ready", "status": "True"},
+                    {"type": "Ready", "status": "False"},
                 ],
+                **statuses,
             },
         )
+
+    def _load(self, pod: Obj, loader: Obj) -> tuple[int, str] | None:
+        """The pod's loader result, run once; None while a held loader still runs."""
+        uid = pod["metadata"]["uid"]
+        if uid in self._loaded:
+            return self._loaded[uid]
+        hold = float((pod["metadata"].get("annotations") or {}).get(HOLD_ANNOTATION) or 0)
+        if hold > 0:
+            loop = asyncio.get_running_loop()
+            if uid not in self._holds:
+                self._holds[uid] = loop.time() + hold
+                loop.call_later(hold, self._wake)
+            if loop.time() < self._holds[uid]:
+                return None
+        code, message = run_loader(self.volumes, pod, loader)
+        self._loaded[uid] = (code, json.dumps(message, separators=(",", ":")))
+        return self._loaded[uid]
+
+    def _wake(self) -> None:
+        if not self._pending:
+            self._pending = True
+            self._sync()
+
+    # -- Job controller (prefetch Jobs: one pod, no retries) -------------------------------
+
+    def _sync_job(self, job: Obj) -> None:
+        if self._pods_of(job):
+            return
+        template = job["spec"]["template"]
+        name = job["metadata"]["name"]
+        self.storage.create(
+            POD,
+            job["metadata"]["namespace"],
+            {
+                "metadata": {
+                    "generateName": f"{name}-",
+                    "labels": {
+                        **(template.get("metadata") or {}).get("labels", {}),
+                        "job-name": name,
+                    },
+                    "ownerReferences": [
+                        {
+                            "apiVersion": "batch/v1",
+                            "kind": "Job",
+                            "name": name,
+                            "uid": job["metadata"]["uid"],
+                            "controller": True,
+                        }
+                    ],
+                },
+                "spec": json.loads(json.dumps(template["spec"])),
+                "status": {"phase": "Pending"},
+            },
+        )
+
+    def _report_job(self, job: Obj) -> None:
+        phases = [(p.get("status") or {}).get("phase") for p in self._pods_of(job)]
+        status: Obj = {"active": phases.count("Pending") + phases.count("Running")}
+        if "Succeeded" in phases:
+            status = {"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]}
+        elif "Failed" in phases:
+            status = {
+                "failed": 1,
+                "conditions": [
+                    {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}
+                ],
+            }
+        if job.get("status") != status:
+            job["status"] = status
+            self._write_status(JOB, job)
 
     def _report(self, dep: Obj) -> None:
         pods = self._pods_of(dep)

@@ -1,0 +1,66 @@
+"""A simulated CPU cluster with the controller running and the model cache configured."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from app.controllers import reconcilers
+from app.manifests import install_crds
+from controller.kube import KubeClient
+from controller.manager import Manager, ManagerConfig
+from controller.resources import MODEL, POD
+from reconcilers.model_cache_settings import CacheSettings
+from testserver.process import ApiServerProcess
+
+from ..conftest import eventually
+
+Obj = dict[str, Any]
+
+
+@asynccontextmanager
+async def cluster_with_cache(
+    cache: CacheSettings | None = None,
+) -> AsyncIterator[tuple[KubeClient, Manager, ApiServerProcess]]:
+    server = await ApiServerProcess.start("--simulate-cluster", "dra=0,plugin=0")
+    client = await KubeClient.connect(server.url)
+    await install_crds(client)
+    config = ManagerConfig(http_port=None, workers=2, watch_timeout=30)
+    settings = cache if cache is not None else CacheSettings(enabled=True)
+    manager = Manager(client, config, reconcilers=reconcilers(model_cache=settings))
+    await manager.start()
+    try:
+        await manager.wait_synced()
+        yield client, manager, server
+    finally:
+        await manager.stop()
+        await client.close()
+        await server.stop()
+
+
+async def model_phase(kube: KubeClient, name: str, phase: str) -> Obj:
+    async def probe() -> Obj | None:
+        m = await kube.get(MODEL, "default", name)
+        return m if m and (m.get("status") or {}).get("phase") == phase else None
+
+    return await eventually(probe, timeout=20, what=f"Model {name} phase {phase}")
+
+
+async def loader_reports(kube: KubeClient, service: str, count: int) -> list[Obj]:
+    """The termination messages of the loaders of `count` pods of the service."""
+
+    async def probe() -> list[Obj] | None:
+        pods, _ = await kube.list(POD, "default")
+        found = []
+        for p in pods:
+            if p["metadata"]["labels"].get("inference.llmkube.dev/inferenceservice") != service:
+                continue
+            for s in (p.get("status") or {}).get("initContainerStatuses") or []:
+                term = (s.get("state") or {}).get("terminated")
+                if s["name"] == "model-loader" and term:
+                    found.append(json.loads(term["message"]))
+        return found if len(found) == count else None
+
+    return await eventually(probe, timeout=20, what=f"{count} loader reports of {service}")
