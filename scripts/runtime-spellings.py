@@ -132,9 +132,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--llama-server", help="the b10068 llama-server binary")
     args = parser.parse_args()
-    binary = args.llama_server or subprocess.run(
-        ["bash", str(BUILD_SCRIPT), "--path"], capture_output=True, text=True, check=True
-    ).stdout.strip()
+    binary = (
+        args.llama_server
+        or subprocess.run(
+            ["bash", str(BUILD_SCRIPT), "--path"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+    )
     if not Path(binary).exists():
         print(f"no llama-server at {binary}: run {BUILD_SCRIPT} first", file=sys.stderr)
         return 1

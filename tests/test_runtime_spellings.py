@@ -104,6 +104,7 @@ ACCEPTED = {
         ["--ctx-size", "4096"],
         ["-c", "4096"],
         ["--ctx-size=4096"],  # written as two words by the reconciler
+        ["--keep=5"],
         ["--ctx_size", "4096"],
         ["--no-warmup"],
         ["-nkvo"],
@@ -160,6 +161,7 @@ def test_an_unknown_option_is_refused_naming_its_index(
 
 def test_llamacpp_equals_form_is_passed_as_two_words_only_for_an_option_with_a_value() -> None:
     assert normalize_user_args("llamacpp", ("--ctx-size=4096",)) == ("--ctx-size", "4096")
+    assert normalize_user_args("llamacpp", ("--keep=5",)) == ("--keep", "5")  # not ours
     assert normalize_user_args("llamacpp", ("--no-warmup=1",)) == ("--no-warmup=1",)
 
 
@@ -180,9 +182,10 @@ def test_the_committed_llamacpp_spellings_are_the_pinned_binarys_help() -> None:
         print(f"SKIP reason: no llama-server at {path} ({BUILD_SCRIPT.name} builds it)")
         pytest.skip(f"no llama-server at {path}: run {BUILD_SCRIPT.name} to build it")
     module = script()
-    assert json.loads(DATA.read_text())["llamacpp"] == module.build(module.llama_help(path))[
-        "llamacpp"
-    ], "run scripts/runtime-spellings.py"
+    assert (
+        json.loads(DATA.read_text())["llamacpp"]
+        == module.build(module.llama_help(path))["llamacpp"]
+    ), "run scripts/runtime-spellings.py"
 
 
 def test_the_help_reader_reads_spellings_values_and_negatives() -> None:
