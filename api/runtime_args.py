@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from .inferenceservice import SERVED_RUNTIMES, InferenceServiceSpec
+from .runtime_options import unknown_options, version
 from .runtime_values import (
     CHOICES,
     VLLM_ATTENTION_BACKENDS,
@@ -216,15 +217,26 @@ def effective(service: InferenceServiceSpec) -> dict[str, Setting]:
 
 def _spelling_errors(runtime: str, args: tuple[str, ...]) -> Iterator[str]:
     name = NAMES[runtime]
+    told = set()
     for arg in extra_options(runtime, args):
         where = f"spec.extraArgs[{arg.index}]"
         hint = WRONG_SPELLINGS[runtime].get(arg.name)
         if hint:
+            told.add(arg.index)
             yield f"{where}: {arg.name} is not an option of {name} ({hint})"
         elif runtime not in UNDERSCORES_READ and "_" in arg.name and arg.name.startswith("--"):
+            told.add(arg.index)
             yield (
                 f"{where}: {arg.name} is not an option of {name}: its parser does not read "
                 f"underscores (write {arg.name.replace('_', '-')})"
+            )
+    # Any other word the pinned parser does not know: the runtime would exit on it.
+    for unknown in unknown_options(runtime, args):
+        if unknown.index not in told:
+            why = f" ({unknown.why})" if unknown.why else ""
+            yield (
+                f"spec.extraArgs[{unknown.index}]: {unknown.word} is not an option of "
+                f"{name} {version(runtime)}{why}"
             )
     if runtime == "vllm":
         for i in vllm_positionals(args):

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from api.runtime_args import option_name
+from api.runtime_options import takes_one_value
 from api.runtime_values import CHOICES as CHOICES  # the parsers' choices, for the checks
 
 
@@ -169,7 +170,8 @@ ABBREVIATIONS = {"sglang": {"--tp": "--tp-size", "--dp": "--dp-size"}}
 def normalize_user_args(runtime: str, extra_args: tuple[str, ...]) -> tuple[str, ...]:
     """extraArgs as the runtime will surely read them.
 
-    llama.cpp rejects `--flag=value`: its known options are passed as two words. SGLang's
+    llama.cpp rejects `--flag=value`: its options that take one value are passed as two
+    words (api.runtime_options refuses the rest). SGLang's
     `--tp` / `--dp` are argparse abbreviations that break as soon as another option
     starts the same way: they are written out as `--tp-size` / `--dp-size`. vLLM and
     llama.cpp read `--a_b` as `--a-b`: written so, it replaces our option like any
@@ -184,8 +186,7 @@ def normalize_user_args(runtime: str, extra_args: tuple[str, ...]) -> tuple[str,
         if arg.startswith("-") and name in abbreviations:
             name = abbreviations[name]
             arg = f"{name}{eq}{value}"
-        known = _INDEX[runtime].get(name)
-        if runtime == "llamacpp" and eq and arg.startswith("-") and known and known[0].takes_value:
+        if runtime == "llamacpp" and eq and arg.startswith("-") and takes_one_value(runtime, name):
             out += [name, value]
         else:
             out.append(arg)

@@ -449,3 +449,22 @@ def test_what_we_refuse_fails_under_the_real_llama_server(
     assert not server.healthy
     # b10068 then dies of SIGSEGV, at times before its log thread wrote the line.
     assert code != 0 and (says in log or code == -signal.SIGSEGV), log[-4000:]
+
+
+# Options b10068's parser does not have (the second is in a later llama.cpp only).
+UNKNOWN_OPTIONS = [["--bogus"], ["--reasoning-effort", "high"], ["--no-warmup=1"]]
+
+
+@pytest.mark.parametrize("extra", UNKNOWN_OPTIONS, ids=[" ".join(u) for u in UNKNOWN_OPTIONS])
+def test_an_unknown_option_we_refuse_fails_under_the_real_llama_server(
+    extra: list[str], llama_server: Path, tiny_gguf: Path
+) -> None:
+    service = parse_inference_service({"modelRef": "tiny", "extraArgs": extra})
+    model = parse_model(CPU_GGUF)
+    said = f"spec.extraArgs[0]: {extra[0]} is not an option of llama.cpp b10068"
+    assert any(said in p.message for p in runtime_problems(service, model, "/models/t.gguf"))
+    args = pod_spec(ISVC, service, model, "tiny")["containers"][0]["args"]
+    server = launch(llama_server, lambda port: for_this_machine(args, tiny_gguf, port))
+    log = server.log()
+    assert not server.healthy and server.proc.returncode != 0, log[-4000:]
+    assert f"invalid argument: {extra[0]}" in log, log[-4000:]
