@@ -14,7 +14,12 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from .inferenceservice import SERVED_RUNTIMES, InferenceServiceSpec
+from .inferenceservice import (
+    LLAMACPP_CACHE_TYPES,
+    LLAMACPP_QUANTIZED_CACHE_TYPES,
+    SERVED_RUNTIMES,
+    InferenceServiceSpec,
+)
 from .runtime_options import unknown_options, version
 from .runtime_values import (
     CHOICES,
@@ -295,4 +300,49 @@ def runtime_arg_errors(service: InferenceServiceSpec) -> list[str]:
         errors += _tgi_limits(settings)
     if runtime == "vllm":
         errors += _multi_node(service, settings)
+    if runtime == "llamacpp":
+        errors += _llamacpp_cache(service)
+    return errors
+
+
+# llama.cpp's common_arg_utils::is_falsey: the --flash-attn values that turn it off.
+FLASH_ATTN_OFF = ("off", "disabled", "false", "0")
+_LLAMACPP_SPELLINGS = {
+    "--cache-type-k": ("--cache-type-k", "-ctk"),
+    "--cache-type-v": ("--cache-type-v", "-ctv"),
+    "--flash-attn": ("--flash-attn", "-fa"),
+}
+_LLAMACPP_FIELDS = {"--cache-type-k": "cacheTypeK", "--cache-type-v": "cacheTypeV"}
+
+
+def _llamacpp_cache(service: InferenceServiceSpec) -> list[str]:
+    """What exits llama-server at load that extraArgs can still say (the typed fields are
+    checked by the schema and its CEL rule): a cache type outside its list, a quantized V
+    cache with flash attention off."""
+    s = service.settings
+    fa = None if s.flash_attention is None else ("on" if s.flash_attention else "off")
+    values: dict[str, str | None] = {
+        "--cache-type-k": s.cache_type_k,
+        "--cache-type-v": s.cache_type_v,
+        "--flash-attn": fa,
+    }
+    for arg in extra_options("llamacpp", service.extra_args):
+        for option, spellings in _LLAMACPP_SPELLINGS.items():
+            if arg.name in spellings and arg.value is not None:
+                values[option] = arg.value
+    errors = []
+    for option, field in _LLAMACPP_FIELDS.items():
+        value = values[option]
+        if value is not None and value not in LLAMACPP_CACHE_TYPES:
+            errors.append(
+                f"spec.{field} (or {option} in extraArgs): {value!r} is not one of "
+                f"{', '.join(LLAMACPP_CACHE_TYPES)}"
+            )
+    fa, v = values["--flash-attn"], values["--cache-type-v"]
+    if fa in FLASH_ATTN_OFF and v in LLAMACPP_QUANTIZED_CACHE_TYPES:
+        errors.append(
+            f"spec.cacheTypeV / spec.flashAttention (or --cache-type-v / --flash-attn in "
+            f"extraArgs): llama.cpp needs flash attention for the quantized V cache "
+            f"{v!r}, and it is set {fa!r}; llama-server would exit at load"
+        )
     return errors

@@ -233,3 +233,7 @@ def runtime_source_errors(runtime: str, source: ModelSource, fmt: str, model_ref
             "hf://org/repo, a repo id, pvc://claim/dir or a host directory"
         )
     return errors
+
+
+# The hub's own hosts: a Model's HF token may be sent there (the loader; FieldsServed).
+HF_HOSTS = ("huggingface.co", "www.huggingface.co")

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
-from .source import SourceError, parse_source
+from .source import HF_HOSTS, SourceError, parse_source
 
 Obj = dict[str, Any]
 
@@ -47,7 +48,6 @@ INFERENCE_SERVICE: Mapping[str, object] = {
     "resources.hostMemory": None,
     "resources.ephemeralStorage": None,
     "resources.gpuMemory": None,
-    "priority": "normal",
     "evictionProtection": None,
     "cacheTypeCustomK": None,
     "cacheTypeCustomV": None,
@@ -164,8 +164,11 @@ def model_fields(spec: Any) -> list[str]:
         paths += _set_paths(spec, LOADER_ONLY)
     # sourceSecretRef: the s3 loader's credentials, or the HF token of an hf:// / repo source.
     source = str(spec.get("source") or "")
-    if source.startswith(("s3://", "hf://")) or not source.startswith(
-        ("/", "pvc:", "file:", "http")
+    hf_url = source.startswith("http") and urlsplit(source).hostname in HF_HOSTS
+    if (
+        hf_url
+        or source.startswith(("s3://", "hf://"))
+        or not source.startswith(("/", "pvc:", "file:", "http"))
     ):
         paths = [p for p in paths if p != "spec.sourceSecretRef"]
     return paths

@@ -31,7 +31,7 @@ from typing import Any
 from urllib.parse import quote, urlparse
 
 from api import ModelSpec
-from api.source import HF_ENDPOINT, ModelSource
+from api.source import HF_ENDPOINT, HF_HOSTS, ModelSource
 
 LOADER_IMAGE = "curlimages/curl:8.18.0"  # curl >= 7.75 signs with --aws-sigv4
 LOADER_NAME = "model-loader"
@@ -47,7 +47,6 @@ S3_KEYS = (
     ("AWS_ENDPOINT_URL", True),
     ("AWS_SESSION_TOKEN", True),
 )
-HF_HOSTS = ("huggingface.co", "www.huggingface.co")
 
 SCRIPT = r"""set -eu
 log="${LOADER_TERMINATION_LOG:-/dev/termination-log}"

@@ -5,7 +5,8 @@ span namespaces: its gpuCount is shared by all of them). Services are served fir
 come, first served (creation time, then namespace and name), so an older service is
 never scaled down to make room for a newer one; a service under several
 quotas gets what fits under all of them. A service whose replicas cost nothing is
-admitted in full.
+admitted in full, unless its priority is below a covering quota's minPriority (LLMKube
+checks the priority whatever the request).
 
 Beside `gpuCount`, a quota may cap VRAM (`vramBytes`, 0: no cap: one replica uses its
 Model's `hardware.gpu.memory` times the GPUs it is charged) and refuse services below a

@@ -12,14 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from api import InferenceServiceSpec, ModelSpec, gpu_count
-from api.inferenceservice import LLAMACPP_CACHE_TYPES, LLAMACPP_QUANTIZED_CACHE_TYPES
 from api.runtime_args import effective, runtime_arg_errors
 from api.runtime_values import VLLM_PLATFORM_QUANTIZATION, VLLM_VERSION
 
 from .gpu import uses_gpu
 from .images import image_for, missing_image_message, variant
 from .pod_checks import pod_field_problems
-from .runtime_flags import UserArgs, int_value, user_args
+from .runtime_flags import int_value, user_args
 from .runtimes import MODE_FLAGS, RuntimeCommand, runtime_command
 
 PARALLELISM_EXCEEDS_GPUS = "ParallelismExceedsGPUs"
@@ -43,39 +42,6 @@ VLLM_PLATFORMS = {"rocm": "rocm", "intel": "xpu"}
 class Problem:
     reason: str
     message: str
-
-
-# llama.cpp's common_arg_utils::is_falsey: the --flash-attn values that turn it off.
-FLASH_ATTN_OFF = ("off", "disabled", "false", "0")
-LLAMACPP_CACHE_FIELDS = {"--cache-type-k": "cacheTypeK", "--cache-type-v": "cacheTypeV"}
-
-
-def llamacpp_problems(opts: UserArgs) -> list[Problem]:
-    """What exits llama-server at start that extraArgs can still say (the typed fields
-    are checked by api/): a cache type outside its list, a quantized V cache with flash
-    attention off."""
-    problems = []
-    for option, field in LLAMACPP_CACHE_FIELDS.items():
-        value = opts.value(option)
-        if value is not None and value not in LLAMACPP_CACHE_TYPES:
-            problems.append(
-                Problem(
-                    INVALID_RUNTIME_CONFIG,
-                    f"spec.{field} (or {option} in extraArgs): {value!r} is not one of "
-                    f"{', '.join(LLAMACPP_CACHE_TYPES)}",
-                )
-            )
-    fa, v = opts.value("--flash-attn"), opts.value("--cache-type-v")
-    if fa in FLASH_ATTN_OFF and v in LLAMACPP_QUANTIZED_CACHE_TYPES:
-        problems.append(
-            Problem(
-                INVALID_RUNTIME_CONFIG,
-                f"spec.cacheTypeV / spec.flashAttention (or --cache-type-v / --flash-attn in "
-                f"extraArgs): llama.cpp needs flash attention for the quantized V cache "
-                f"{v!r}, and it is set {fa!r}; llama-server would exit at load",
-            )
-        )
-    return problems
 
 
 def pod_gpus(model: ModelSpec, service: InferenceServiceSpec, claimed: int | None) -> int | None:
@@ -183,8 +149,6 @@ def runtime_problems(
     problems += [
         Problem(INVALID_RUNTIME_CONFIG, m) for m in pod_field_problems(service, tuple(rt.args))
     ]
-    if runtime == "llamacpp":
-        problems += llamacpp_problems(opts)
     port = opts.value("--port")
     if port is not None and not (port.isdigit() and 0 < int(port) < 65536):
         problems.append(

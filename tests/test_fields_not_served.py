@@ -39,7 +39,10 @@ def test_samples_name_what_they_set() -> None:
     # What the API server defaults into every object is no request of the user's.
     assert inference_service_fields({"modelRef": "m", "bindAddress": "::"}) == []
     assert inference_service_fields({"modelRef": "m", "priority": "normal"}) == []
-    assert inference_service_fields({"modelRef": "m", "priority": "high"}) == ["spec.priority"]
+    # priority counts for a GPUQuota's minPriority.
+    assert inference_service_fields({"modelRef": "m", "priority": "high"}) == []
+    hub_url = {"source": "https://huggingface.co/o/r/resolve/main/m.gguf", "sourceSecretRef": {}}
+    assert model_fields({**hub_url, "sourceSecretRef": {"name": "hf"}}) == [], "the loader's"
     assert model_fields({"source": "x", "refreshPolicy": "IfNotPresent"}) == []
     # Served where a loader stages the Model; not for a repo the runtime downloads.
     assert model_fields({"source": "x", "refreshPolicy": "OnChange"}) == ["spec.refreshPolicy"]

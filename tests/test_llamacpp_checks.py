@@ -148,3 +148,28 @@ async def test_reconcile_refuses_a_bad_cache_type_in_extra_args(
     ready = next(c for c in isvc["status"]["conditions"] if c["type"] == "Ready")
     assert "spec.cacheTypeK (or --cache-type-k in extraArgs): 'fp8'" in ready["message"]
     assert await kube.get(DEPLOYMENT, "default", "svc") is None
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [["--cache-type-k", "fp8"], ["-ctv=q4_0", "-fa", "off"], ["--cache_type_v", "turbo3"]],
+)
+def test_the_webhook_refuses_what_llama_server_exits_on_in_extra_args(extra: list[str]) -> None:
+    """The same rule as the reconcile (api/runtime_args.py), so the webhook denies it too."""
+    from webhook.admission import verdict
+
+    request = {
+        "uid": "u",
+        "operation": "CREATE",
+        "kind": {
+            "group": "inference.llmkube.dev",
+            "version": "v1alpha1",
+            "kind": "InferenceService",
+        },
+        "object": {
+            "metadata": {"name": "s"},
+            "spec": {"modelRef": "m", "runtime": "llamacpp", "extraArgs": extra},
+        },
+    }
+    allowed, message = verdict(request)
+    assert not allowed and "spec.cacheType" in message, message

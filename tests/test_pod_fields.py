@@ -274,12 +274,12 @@ async def test_pods_older_than_max_lifetime_are_recycled() -> None:
 
         async def recycled() -> list[Obj] | None:
             items, _ = await kube.list(EVENT, "default")
-            found = [e for e in items if e["reason"] == "PodRecycled"]
+            # With a 1 s lifetime each pod is recycled in turn: wait for the first one's.
+            found = [e for e in items if e["reason"] == "PodRecycled" and first in e["message"]]
             return found or None
 
-        events = await eventually(recycled, what="the PodRecycled Event")
+        events = await eventually(recycled, what=f"the PodRecycled Event of {first}")
         assert events[0]["involvedObject"]["name"] == "s"
-        assert first in events[0]["message"]
         isvc = await kube.get(INFERENCE_SERVICE, "default", "s")
         assert condition(isvc, "FieldsServed") is None
 
