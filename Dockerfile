@@ -2,7 +2,7 @@
 # The product packages only: the test API server (packaging/testserver) and bench/ stay out.
 FROM python:3.11-slim AS build
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md objtypes.py ./
 COPY api api
 COPY app app
 COPY controller controller

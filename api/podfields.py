@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass, field
-from typing import Any
 
-Obj = dict[str, Any]
+from objtypes import Obj
+
 DEFAULT_BIND_ADDRESS = "::"  # the CRD's default, written into every object
 PROBE_KINDS = ("startup", "liveness", "readiness")
 PROBE_HANDLERS = ("httpGet", "tcpSocket", "exec", "grpc")

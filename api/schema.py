@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-Obj = dict[str, Any]
+from objtypes import Obj
+
 Errors = list[str]
 
 

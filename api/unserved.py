@@ -16,9 +16,9 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-from .source import HF_HOSTS, SourceError, parse_source
+from objtypes import Obj
 
-Obj = dict[str, Any]
+from .source import HF_HOSTS, SourceError, parse_source
 
 MODEL: Mapping[str, object] = {
     "sourceSecretRef": None,

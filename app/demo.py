@@ -20,13 +20,13 @@ import re
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
 
 from prometheus_client import generate_latest
 
 from controller.kube import ApiError, KubeClient
 from controller.manager import Manager, ManagerConfig
 from controller.resources import DEPLOYMENT, INFERENCE_SERVICE, MODEL, POD, RESOURCE_CLAIM
+from objtypes import Obj
 from reconcilers.model_cache_settings import CacheSettings
 
 from .controllers import reconcilers
@@ -34,7 +34,6 @@ from .kubectl import render_status
 from .manifests import EXAMPLES, apply_text, install_crds
 from .servers import bind_domain_metrics
 
-Obj = dict[str, Any]
 INVALID_MODEL = """
 apiVersion: inference.llmkube.dev/v1alpha1
 kind: Model

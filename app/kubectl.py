@@ -18,7 +18,6 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import yaml
 
@@ -31,10 +30,10 @@ from controller.resources import (
     RESOURCE_CLAIM,
     VERSION,
 )
+from objtypes import Obj
 
 from .manifests import apply
 
-Obj = dict[str, Any]
 API_VERSION = f"{INFERENCE_SERVICE.group}/{VERSION}"
 RUNTIMES = ("llamacpp", "vllm", "tgi", "sglang", "generic", "personaplex", "llamacpp-router")
 FORMATS = ("gguf", "mlx", "safetensors", "pytorch", "custom")

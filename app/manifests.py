@@ -8,14 +8,13 @@ charts/llmkube/crds and examples/ (tests/test_packaging.py; `make sync-data` cop
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import yaml
 
 from controller.kube import KubeClient
 from controller.resources import BUILTIN_TYPES, CUSTOM_TYPES, ResourceType
+from objtypes import Obj
 
-Obj = dict[str, Any]
 DATA = Path(__file__).resolve().parent / "data"  # installed beside this module
 CRD_DIR = DATA / "crds"
 EXAMPLES = DATA / "examples"

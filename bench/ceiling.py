@@ -18,7 +18,8 @@ from typing import Any
 
 import aiohttp
 
-Obj = dict[str, Any]
+from objtypes import Obj
+
 MODELS = "/apis/inference.llmkube.dev/v1alpha1"
 MERGE = {"Content-Type": "application/merge-patch+json"}
 

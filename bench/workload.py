@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from controller.resources import GPU_QUOTA, INFERENCE_SERVICE, MODEL, POD, ResourceType
+from objtypes import Obj
 
-Obj = dict[str, Any]
 NAMESPACES = 20
 
 

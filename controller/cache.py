@@ -19,10 +19,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
+from objtypes import Obj
+
 from .informer import DELETED, Event, Handler, Informer
 from .resources import ResourceType, object_key
 
-Obj = dict[str, Any]
 Objs = list[Obj]  # `list` is also a Cache method: annotations inside the class use this
 T = TypeVar("T")
 IndexFunc = Callable[[Obj], Iterable[str]]

@@ -29,13 +29,13 @@ from typing import Any
 import structlog
 
 from metrics.events import EventMetrics
+from objtypes import Obj
 
 from . import logging as log_setup
 from .clock import now as _now
 from .kube import ApiError, KubeClient
 from .resources import EVENT
 
-Obj = dict[str, Any]
 NORMAL, WARNING = "Normal", "Warning"
 log = structlog.get_logger("events")
 

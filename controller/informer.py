@@ -30,12 +30,12 @@ import aiohttp
 import structlog
 
 from metrics.informer import InformerMetrics
+from objtypes import Obj
 
 from .clock import REAL, Clock
 from .kube import INVALID, ApiError, Gone, KubeClient
 from .resources import ResourceType, object_key
 
-Obj = dict[str, Any]
 log = structlog.get_logger("informer")
 
 ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"

@@ -40,6 +40,7 @@ from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
 
 from metrics.rest_client import RestClientMetrics
+from objtypes import Obj
 
 from . import jsondepth
 from .clock import REAL, Clock
@@ -48,7 +49,6 @@ from .http1 import ConnectionPool, Reply, Tunnel
 from .proxy import for_server as proxy_for_server
 from .resources import ResourceType
 
-Obj = dict[str, Any]
 MERGE_PATCH = "application/merge-patch+json"
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_POOL = 32

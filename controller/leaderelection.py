@@ -27,15 +27,15 @@ import asyncio
 import random
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
 
 import structlog
+
+from objtypes import Obj
 
 from .clock import REAL, Clock
 from .kube import TRANSIENT, KubeClient
 from .resources import LEASE
 
-Obj = dict[str, Any]
 log = structlog.get_logger("leaderelection")
 JITTER = 1.2  # client-go's JitterFactor for the acquire loop
 

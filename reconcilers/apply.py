@@ -32,8 +32,8 @@ from typing import Any
 from controller.cache import Cache
 from controller.kube import ApiError, KubeClient
 from controller.resources import ResourceType
+from objtypes import Obj
 
-Obj = dict[str, Any]
 HASH_ANNOTATION = "inference.llmkube.dev/desired-hash"
 FIELD_MANAGER = "llmkube-controller"
 APPLY_PATCH = "application/apply-patch+yaml"

@@ -15,18 +15,16 @@ its minReplicas would otherwise scale a suspended service back up.
 
 from __future__ import annotations
 
-from typing import Any
-
 from api import InferenceServiceSpec
 from api.autoscaling import Autoscaling, Metric
 from controller.cache import Cache
 from controller.kube import KubeClient
 from controller.resources import HORIZONTAL_POD_AUTOSCALER, INFERENCE_SERVICE
+from objtypes import Obj
 
 from .apply import ensure, owned_by
 from .workload import labels, owner_reference
 
-Obj = dict[str, Any]
 # Each runtime's gauge of requests being served (LLMKube's DefaultHPAMetric).
 DEFAULT_METRIC = {
     "llamacpp": "llamacpp:requests_processing",

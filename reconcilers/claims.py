@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from api import ModelSpec
 from controller.cache import Cache
 from controller.resources import RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE
-
-Obj = dict[str, Any]
+from objtypes import Obj
 
 
 def missing_claims(cache: Cache, namespace: str, model: ModelSpec) -> list[str]:

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from controller.clock import now as _now
-
-Obj = dict[str, Any]
+from objtypes import Obj
 
 
 @dataclass(frozen=True)

@@ -12,14 +12,12 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
 from api import ModelSpec
 from api import conditions as c
+from objtypes import Obj
 
 from .loader import LOADER_NAME
-
-Obj = dict[str, Any]
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,6 @@ to a service's pods, in the `status.allocation` shape other components read:
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 from api import ModelSpec
 from controller.cache import Cache
@@ -27,10 +26,9 @@ from controller.resources import (
     RESOURCE_CLAIM_TEMPLATE,
     RESOURCE_SLICE,
 )
+from objtypes import Obj
 
 from . import dra
-
-Obj = dict[str, Any]
 
 
 def claim_objects(cache: Cache, namespace: str, model: ModelSpec) -> list[Obj]:

@@ -13,17 +13,14 @@ and removed otherwise. Deployment rollouts delete pods directly and are not held
 
 from __future__ import annotations
 
-from typing import Any
-
 from api import InferenceServiceSpec
 from controller.cache import Cache
 from controller.kube import KubeClient
 from controller.resources import POD_DISRUPTION_BUDGET
+from objtypes import Obj
 
 from .apply import ensure, owned_by
 from .workload import SERVICE_LABEL, labels, owner_reference
-
-Obj = dict[str, Any]
 
 
 def protected(service: InferenceServiceSpec, ready: int, wanted: int) -> bool:

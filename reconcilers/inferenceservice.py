@@ -51,6 +51,7 @@ from controller.resources import (
     ResourceType,
     object_key,
 )
+from objtypes import Obj
 
 from .claims import missing_claims, names_claim
 from .context import Context
@@ -64,7 +65,6 @@ from .serving_plan import observe, plan
 from .serving_status import has_workload, write_blocked, write_refused, write_served
 from .workload import MANAGED_BY, MANAGER, SERVICE_LABEL
 
-Obj = dict[str, Any]
 OWNED_SELECTOR = f"{MANAGED_BY}={MANAGER}"
 NOT_OWNED_RECHECK = 60.0
 log = structlog.get_logger("inferenceservice")

@@ -24,11 +24,11 @@ from typing import Any
 
 from api import ModelSpec
 from api.conditions import KUEUE_COMPATIBLE
+from objtypes import Obj
 
 from . import dra
 from .conditions import Condition
 
-Obj = dict[str, Any]
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 
 

@@ -12,7 +12,6 @@ against the slices the same way.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 from api import InvalidSpec, ModelSpec, parse_model
 from api import conditions as c
@@ -30,6 +29,7 @@ from controller.resources import (
     ResourceType,
     object_key,
 )
+from objtypes import Obj
 
 from . import dra
 from .claims import missing_claims, names_claim
@@ -42,7 +42,6 @@ from .loader import needs_loader
 from .prefetch import ensure_prefetch
 from .workload import MANAGED_BY, MANAGER, MODEL_LABEL
 
-Obj = dict[str, Any]
 ACCELERATOR_READY = c.ACCELERATOR_READY
 READY = c.READY
 OWNED_SELECTOR = f"{MANAGED_BY}={MANAGER}"

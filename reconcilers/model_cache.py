@@ -13,18 +13,16 @@ reads or changes one, so a claim that exists already is left as it is.
 
 from __future__ import annotations
 
-from typing import Any
-
 from api import InferenceServiceSpec, ModelSpec
 from controller.kube import ApiError
 from controller.resources import PERSISTENT_VOLUME_CLAIM
+from objtypes import Obj
 
 from .context import Context
 from .loader import EPHEMERAL, Store, needs_loader
 from .model_cache_settings import CacheSettings
 from .workload import owner_reference
 
-Obj = dict[str, Any]
 SHARED_CLAIM = "llmkube-model-cache"
 
 

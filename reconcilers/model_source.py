@@ -17,14 +17,13 @@ left out, so that it never hides a source at or under /models (or one in the ima
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from api import ModelSpec
 from api.source import host_path_error
+from objtypes import Obj
 
 from .loader import EPHEMERAL, Store, loader_for
 
-Obj = dict[str, Any]
 PVC_MOUNT = "/model-source"  # LLMKube's mount point of a pvc:// source
 
 

@@ -17,12 +17,10 @@ container port, probes and Service follow the port the runtime really listens on
 from __future__ import annotations
 
 import copy
-from typing import Any
 
 from api import InferenceServiceSpec
 from api.podfields import MODEL_MOUNT
-
-Obj = dict[str, Any]
+from objtypes import Obj
 
 
 def _skip_model_init(spec: Obj, container: Obj) -> None:

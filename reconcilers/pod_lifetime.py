@@ -15,18 +15,17 @@ llmkube-py does not serve, so it is reported as not served.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 import structlog
 
 from api import InferenceServiceSpec
 from controller.kube import ApiError
 from controller.resources import DEPLOYMENT, POD
+from objtypes import Obj
 
 from .context import Context
 from .workload import SERVICE_LABEL
 
-Obj = dict[str, Any]
 RETRY = 30.0
 RECYCLED = "PodRecycled"
 FORBIDDEN = "PodRecycleForbidden"

@@ -8,14 +8,13 @@ SERVICE_LABEL = the service's name; the cache files pods under it (controller/ca
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 from controller.cache import Cache
 from controller.resources import POD, object_key
+from objtypes import Obj
 
 from .workload import SERVICE_LABEL
 
-Obj = dict[str, Any]
 BY_SERVICE = "inferenceservice"
 
 

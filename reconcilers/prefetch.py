@@ -9,11 +9,10 @@ Model says so (condition Prefetch=False, PrefetchNeedsSharedCache) and nothing r
 
 from __future__ import annotations
 
-from typing import Any
-
 from api import ModelSpec
 from api import conditions as c
 from controller.resources import JOB, MODEL
+from objtypes import Obj
 
 from .apply import NotOwned, ensure
 from .conditions import Condition
@@ -23,7 +22,6 @@ from .loader import Store, loader_for
 from .model_cache import SHARED_CLAIM, ClaimMaker, shared_claim
 from .workload import MANAGED_BY, MANAGER, MODEL_LABEL
 
-Obj = dict[str, Any]
 BACKOFF_LIMIT = 3
 _claims = ClaimMaker()
 

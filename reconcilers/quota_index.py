@@ -35,6 +35,7 @@ from api import (
 from controller.cache import Cache
 from controller.informer import DELETED, Event
 from controller.resources import GPU_QUOTA, INFERENCE_SERVICE, MODEL, NAMESPACE, object_key
+from objtypes import Obj
 
 from .quota_rule import (
     Allocation,
@@ -50,7 +51,6 @@ from .quota_rule import (
     limits_of,
 )
 
-Obj = dict[str, Any]
 Quotas = dict[str, tuple[Obj, GPUQuotaSpec]]  # quota key -> (object, spec)
 log = structlog.get_logger("quota")
 

@@ -29,11 +29,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from api import GPUQuotaSpec, InferenceServiceSpec, ModelSpec
+from objtypes import Obj
 
 from .gpu import replica_charge
-
-Obj = dict[str, Any]
-
 
 Key = tuple[str, str]  # (namespace, name) of a service
 

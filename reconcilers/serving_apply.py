@@ -8,10 +8,10 @@ that the service does not own is never taken over: `Applied.conflict` says so.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from api import InferenceServiceSpec, ModelSpec
 from controller.resources import DEPLOYMENT, POD, SERVICE, object_key
+from objtypes import Obj
 
 from .apply import NotOwned, ensure, replace_pod_if_changed
 from .autoscaling import ensure_autoscaler
@@ -22,8 +22,6 @@ from .model_cache import ClaimMaker
 from .pods import owned_pods, pod_ready, unschedulable
 from .serving_plan import CLAIMED_ANNOTATION, Plan
 from .workload import build_deployment, build_member_pods, build_members_service, build_service
-
-Obj = dict[str, Any]
 
 
 @dataclass(frozen=True)

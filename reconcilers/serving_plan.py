@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from api import InferenceServiceSpec, ModelSpec, gpu_count
 from api import conditions as c
 from controller.cache import Cache
 from controller.resources import DEPLOYMENT, object_key
+from objtypes import Obj
 
 from . import dra
 from .advice import advisories
@@ -33,7 +33,6 @@ from .runtime_checks import Problem, runtime_problems
 from .runtimes import RuntimeCommand, runtime_command
 from .workload import model_location
 
-Obj = dict[str, Any]
 # The devices per pod a Deployment's runtime was sized for from the claims (count absent).
 CLAIMED_ANNOTATION = "inference.llmkube.dev/claimed-devices"
 

@@ -7,12 +7,11 @@ workload as it is, and its status keeps describing that workload.
 
 from __future__ import annotations
 
-from typing import Any
-
 from api import InferenceServiceSpec, ModelSpec
 from api import conditions as c
 from controller.cache import Cache
 from controller.resources import DEPLOYMENT, INFERENCE_SERVICE, object_key
+from objtypes import Obj
 
 from .conditions import Condition
 from .context import Context
@@ -23,7 +22,6 @@ from .serving_apply import Applied
 from .serving_plan import Plan
 from .workload import selector
 
-Obj = dict[str, Any]
 # Status keys of a running workload, kept while a reconcile is blocked (it leaves the
 # workload as it is).
 WORKLOAD_STATUS_KEYS = (

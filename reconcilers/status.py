@@ -14,11 +14,10 @@ from typing import Any
 from controller.events import NORMAL, WARNING, EventRecorder
 from controller.kube import KubeClient
 from controller.resources import ResourceType
+from objtypes import Obj
 
 from .conditions import Condition, merge_conditions, transitions
 from .unserved import fields_condition
-
-Obj = dict[str, Any]
 
 
 def _rv(obj: Obj) -> int:

@@ -15,10 +15,9 @@ from typing import Any
 
 from api import conditions as c
 from api.unserved import gpu_quota_fields, inference_service_fields, model_fields
+from objtypes import Obj
 
 from .conditions import Condition, find
-
-Obj = dict[str, Any]
 
 _BY_KIND: dict[str, Callable[[Any], list[str]]] = {
     "Model": model_fields,

@@ -5,10 +5,9 @@ Pure functions from the specs to the objects the reconciler makes exist.
 
 from __future__ import annotations
 
-from typing import Any
-
 from api import InferenceServiceSpec, ModelSpec
 from controller.resources import INFERENCE_SERVICE
+from objtypes import Obj
 
 from .gpu import GPUAttachment, gpu_attachment, uses_gpu
 from .loader import EPHEMERAL, Store, hf_token_env, secret_env
@@ -16,7 +15,6 @@ from .model_source import Placement, model_placement
 from .pod_fields import apply_pod_fields, deployment_fields
 from .runtimes import Member, RuntimeCommand, runtime_command
 
-Obj = dict[str, Any]
 MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGER = "llmkube"
 SERVICE_LABEL = "inference.llmkube.dev/inferenceservice"

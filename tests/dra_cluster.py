@@ -5,19 +5,17 @@ from __future__ import annotations
 import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
 
 from app.controllers import reconcilers
 from app.manifests import EXAMPLES, install_crds
 from controller.kube import KubeClient
 from controller.manager import Manager, ManagerConfig
 from controller.resources import DEPLOYMENT, INFERENCE_SERVICE
+from objtypes import Obj
 from reconcilers.kueue import KueueSettings
 from testserver.process import ApiServerProcess
 
 from .conftest import eventually
-
-Obj = dict[str, Any]
 
 
 @asynccontextmanager

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from api import InvalidSpec, parse_inference_service
@@ -11,6 +9,7 @@ from app.manifests import apply_text
 from controller.kube import KubeClient
 from controller.manager import Manager
 from controller.resources import DEPLOYMENT, HORIZONTAL_POD_AUTOSCALER, INFERENCE_SERVICE
+from objtypes import Obj
 
 from .conftest import (
     condition,
@@ -22,7 +21,6 @@ from .conftest import (
     wait_condition,
 )
 
-Obj = dict[str, Any]
 GPU = "      enabled: true\n      count: 1"
 SCALING = "  autoscaling: {minReplicas: 1, maxReplicas: 4}"
 

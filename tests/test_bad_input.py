@@ -15,11 +15,10 @@ from app.manifests import apply_text
 from controller.kube import KubeClient
 from controller.manager import Manager
 from controller.resources import DEPLOYMENT, GPU_QUOTA, INFERENCE_SERVICE, MODEL
+from objtypes import Obj
 from testserver.process import ApiServerProcess
 
 from .conftest import condition, model_yaml, wait_condition
-
-Obj = dict[str, Any]
 
 
 @pytest.fixture(autouse=True)

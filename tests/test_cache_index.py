@@ -12,11 +12,11 @@ from controller.cache import Cache
 from controller.informer import Informer
 from controller.kube import KubeClient
 from controller.resources import POD
+from objtypes import Obj
 from testserver.process import ApiServerProcess
 
 from .conftest import eventually
 
-Obj = dict[str, Any]
 APP = "app"
 
 

@@ -16,8 +16,8 @@ from celpy.adapter import json_to_cel
 
 from api import gpuquota, inferenceservice, model
 from api.schema import Array, Node, Object, Rule
+from objtypes import Obj
 
-Obj = dict[str, Any]
 DATA = Path(__file__).parent / "data"
 CLAIM = {"name": "g", "resourceClaimTemplateName": "t"}
 MEMBERS = [{"node": "a", "fabric": {"address": "10.0.0.1"}}, {"node": "b"}]

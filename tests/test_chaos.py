@@ -26,10 +26,10 @@ import pytest
 from app.manifests import install_crds
 from controller.kube import ApiError, KubeClient
 from controller.resources import DEPLOYMENT, INFERENCE_SERVICE, MODEL, SERVICE
+from objtypes import Obj
 from reconcilers.workload import SERVICE_LABEL
 from testserver.process import ApiServerProcess
 
-Obj = dict[str, Any]
 NS = "default"
 SERVICES = int(os.environ.get("LLMKUBE_CHAOS_SERVICES", "300"))
 MODELS = 5

@@ -12,7 +12,6 @@ import json
 import re
 import shutil
 from pathlib import Path
-from typing import Any
 
 import jsonschema
 import kubernetes_validate
@@ -24,6 +23,7 @@ from app.cli import concurrency, host_path_roots
 from app.manifests import load
 from controller.permissions import CLUSTER_RULES, LEADER_ELECTION_RULES, Rule
 from metrics import ControllerMetrics
+from objtypes import Obj
 from testserver.process import ApiServerProcess
 from webhook.server import PATH
 
@@ -40,8 +40,6 @@ from .support.chart import (
     rendered,
     rules_of,
 )
-
-Obj = dict[str, Any]
 
 VARIANTS: list[Obj] = [
     {},

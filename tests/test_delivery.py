@@ -3,8 +3,6 @@ Model's status, sha256, prefetch Jobs, files/mmproj and the HF token."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from api import InvalidSpec, parse_inference_service, parse_model
@@ -12,6 +10,7 @@ from app.manifests import apply_text
 from controller.kube import KubeClient
 from controller.resources import DEPLOYMENT, JOB, PERSISTENT_VOLUME_CLAIM
 from controller.resources import MODEL as MODEL_RT
+from objtypes import Obj
 from reconcilers.model_cache_settings import CacheSettings
 from reconcilers.workload import pod_spec
 from testserver.loader_sim import simulated_sha256
@@ -20,7 +19,6 @@ from .conftest import condition, eventually, isvc_yaml
 from .support.delivery import cluster_with_cache, loader_reports, model_phase
 
 URL = "https://models.example/q/qwen-q4.gguf"
-Obj = dict[str, Any]
 
 
 def model(name: str, source: str = URL, extra: str = "") -> str:

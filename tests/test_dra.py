@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import yaml
 
+from objtypes import Obj
 from reconcilers import dra, kueue
 
 from .conftest import claim_template
-
-Obj = dict[str, Any]
 
 
 def template(name: str, requests: str) -> Obj:

@@ -3,8 +3,6 @@ status.allocation shows what DRA allocated, on a simulated DRA-only cluster."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from app.manifests import EXAMPLES, apply_text
@@ -19,6 +17,7 @@ from controller.resources import (
     RESOURCE_CLAIM,
     RESOURCE_CLAIM_TEMPLATE,
 )
+from objtypes import Obj
 from reconcilers.pods import live_pods
 from testserver.process import ApiServerProcess
 
@@ -35,7 +34,6 @@ from .conftest import (
 )
 from .dra_cluster import allocation, args_of, deployment, dra_cluster, without_count
 
-Obj = dict[str, Any]
 Cluster = tuple[KubeClient, Manager, ApiServerProcess]
 
 

@@ -13,8 +13,7 @@ from controller.events import NORMAL, WARNING, EventRecorder
 from controller.kube import KubeClient
 from controller.resources import EVENT
 from metrics.events import EventMetrics
-
-Obj = dict[str, Any]
+from objtypes import Obj
 
 
 def obj(name: str, uid: str | None = None) -> Obj:

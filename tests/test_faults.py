@@ -24,7 +24,6 @@ from .conftest import (
 )
 from .support.clock import FakeClock
 
-Obj = dict[str, object]
 DEPLOYMENTS = "/apis/apps/v1/namespaces/default/deployments"
 
 

@@ -7,6 +7,7 @@ from typing import Any
 from controller.kube import KubeClient
 from controller.manager import Manager
 from controller.resources import DEPLOYMENT, GPU_QUOTA, INFERENCE_SERVICE
+from objtypes import Obj
 from reconcilers.gpuquota import MAX_ROWS, shown_rows
 from reconcilers.quota_rule import Allocation
 from testserver.process import ApiServerProcess
@@ -25,7 +26,6 @@ from .conftest import (
 from .conftest import isvc_yaml as service_yaml
 from .support.quota import isvc_yaml, replicas
 
-Obj = dict[str, Any]
 COUNTED = TWO_GPU_CLAIMS
 UNCOUNTED = two_gpu_claims()
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
 
 import pytest
 
@@ -19,6 +18,7 @@ from controller.resources import (
     RESOURCE_CLAIM_TEMPLATE,
     SERVICE,
 )
+from objtypes import Obj
 from testserver.process import ApiServerProcess
 
 from .conftest import (
@@ -34,7 +34,6 @@ from .conftest import (
     wait_condition,
 )
 
-Obj = dict[str, Any]
 CLAIMS_GPU = TWO_GPU_CLAIMS
 PLUGIN_GPU = """\
       enabled: true

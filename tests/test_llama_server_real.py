@@ -43,6 +43,7 @@ import yaml
 
 from api import InvalidSpec, parse_inference_service, parse_model
 from api.inferenceservice import LLAMACPP_CACHE_TYPES, LLAMACPP_QUANTIZED_CACHE_TYPES
+from objtypes import Obj
 from reconcilers.images import VERSIONS
 from reconcilers.runtime_checks import runtime_problems
 from reconcilers.runtime_flags import LLAMACPP
@@ -53,7 +54,6 @@ from .tiny_gguf import N_EMBD, write_tiny_gguf
 # The first test may build the binary (minutes); every wait below has its own deadline.
 pytestmark = pytest.mark.timeout(3600)
 
-Obj = dict[str, Any]
 REPO = Path(__file__).resolve().parents[1]
 BUILD_SCRIPT = REPO / "scripts" / "build-llama-server.sh"
 DATA = REPO / "tests" / "data"

@@ -16,13 +16,13 @@ from api.inferenceservice import LLAMACPP_CACHE_TYPES
 from controller.kube import ApiError, KubeClient
 from controller.manager import Manager
 from controller.resources import DEPLOYMENT, INFERENCE_SERVICE
+from objtypes import Obj
 from reconcilers.runtime_checks import INVALID_RUNTIME_CONFIG, runtime_problems
 from reconcilers.workload import pod_spec
 from webhook.admission import verdict
 
 from .conftest import isvc_yaml, reapply, wait_condition
 
-Obj = dict[str, Any]
 ISVC = {"metadata": {"name": "svc", "namespace": "ns", "uid": "u"}}
 GGUF = "https://example.com/m.gguf"  # the loader puts it at /models/m.gguf
 CPU_MODEL = parse_model({"source": GGUF, "format": "gguf", "hardware": {"accelerator": "cpu"}})

@@ -18,9 +18,9 @@ import yaml
 
 from api import crdgen, parse_gpu_quota, parse_inference_service, parse_model
 from app.manifests import CRD_DIR
+from objtypes import Obj
 from testserver.process import ApiServerProcess
 
-Obj = dict[str, Any]
 SAMPLES = Path(__file__).parent / "data" / "llmkube-samples"
 IN_SCOPE = ("Model", "InferenceService", "GPUQuota")
 

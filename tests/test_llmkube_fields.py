@@ -7,10 +7,10 @@ from typing import Any
 from controller.kube import KubeClient
 from controller.manager import Manager
 from controller.resources import DEPLOYMENT, INFERENCE_SERVICE, MODEL, SERVICE
+from objtypes import Obj
 
 from .conftest import condition, eventually, isvc_yaml, model_yaml, reapply, wait_condition
 
-Obj = dict[str, Any]
 ONE_GPU = "      enabled: true\n      count: 1"
 CPU_MODEL = """
 apiVersion: inference.llmkube.dev/v1alpha1

@@ -22,6 +22,7 @@ from app.controllers import reconcilers
 from controller.kube import KubeClient
 from controller.manager import Manager, ManagerConfig
 from controller.resources import DEPLOYMENT, INFERENCE_SERVICE, MODEL
+from objtypes import Obj
 from reconcilers.loader import SCRIPT
 from reconcilers.model_source import SourceNotAllowed
 from reconcilers.workload import pod_spec
@@ -29,7 +30,6 @@ from webhook.admission import verdict
 
 from .conftest import eventually, reapply, wait_condition
 
-Obj = dict[str, Any]
 ISVC = {"metadata": {"name": "svc", "namespace": "ns", "uid": "u"}}
 ROOTS = ("/mnt/models",)
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PRODUCT = {"app", "api", "controller", "metrics", "reconcilers", "webhook"}
+PRODUCT = {"app", "api", "controller", "metrics", "reconcilers", "webhook", "objtypes.py"}
 SOURCES = ["pyproject.toml", "README.md", "packaging", "testserver", *sorted(PRODUCT)]
 
 

@@ -20,11 +20,11 @@ from controller.resources import (
     POD,
     POD_DISRUPTION_BUDGET,
 )
+from objtypes import Obj
 
 from .conftest import condition, eventually, isvc_yaml, model_yaml, reapply, wait_condition
 from .dra_cluster import dra_cluster
 
-Obj = dict[str, Any]
 GGUF_MODEL = """
 apiVersion: inference.llmkube.dev/v1alpha1
 kind: Model

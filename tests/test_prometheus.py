@@ -35,12 +35,12 @@ from app.servers import bind_domain_metrics
 from controller.kube import KubeClient
 from controller.manager import Manager
 from controller.resources import GPU_QUOTA, INFERENCE_SERVICE
+from objtypes import Obj
 from testserver.process import ApiServerProcess
 
 from .conftest import eventually, quota_yaml
 from .support.chart import CHART, NAMESPACE, find, render
 
-Obj = dict[str, Any]
 PROMETHEUS = shutil.which("prometheus")
 PROMTOOL = shutil.which("promtool")
 pytestmark = pytest.mark.skipif(

@@ -13,12 +13,11 @@ from controller.cache import Cache
 from controller.informer import Informer
 from controller.kube import KubeClient
 from controller.resources import MODEL
+from objtypes import Obj
 from testserver.process import ApiServerProcess
 
 from .conftest import eventually, model_yaml
 from .testserver_support import kubectl
-
-Obj = dict[str, Any]
 
 
 @pytest.fixture

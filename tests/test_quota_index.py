@@ -8,7 +8,6 @@ import json
 import random
 from collections import Counter
 from collections.abc import AsyncIterator
-from typing import Any
 
 import pytest
 
@@ -28,6 +27,7 @@ from controller.resources import (
     ResourceType,
     object_key,
 )
+from objtypes import Obj
 from reconcilers.quota_index import (
     Quotas,
     _Scope,
@@ -42,7 +42,6 @@ from testserver.process import ApiServerProcess
 from .conftest import eventually, quota_yaml, reapply
 from .support.quota import isvc_yaml, replicas
 
-Obj = dict[str, Any]
 GROUP = "/apis/inference.llmkube.dev/v1alpha1"
 
 

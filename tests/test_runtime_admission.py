@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 import trustme
 
 from controller.kube import ApiError, KubeClient
 from controller.resources import MODEL
+from objtypes import Obj
 from webhook.server import WebhookServer
 
 from .support.webhook import admission_review, ca, post, webhook, with_gpu
 
 __all__ = ["ca", "webhook"]  # the fixtures, used by name
-Obj = dict[str, Any]
 
 
 def isvc(extra_args: list[str], runtime: str = "llamacpp") -> Obj:

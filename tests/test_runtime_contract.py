@@ -28,6 +28,7 @@ from api import InvalidSpec, parse_inference_service, parse_model, rule_errors
 from api import runtime_values as rv
 from api.runtime_args import LOOPBACK, extra_options, vllm_positionals
 from api.source import host_path_error
+from objtypes import Obj
 from reconcilers.images import VERSIONS
 from reconcilers.runtime_checks import INVALID_RUNTIME_CONFIG, Problem, runtime_problems
 from reconcilers.runtime_flags import CHOICES, FLAGS, normalize_user_args, user_args
@@ -37,7 +38,6 @@ from webhook.admission import verdict
 
 from .runtime_options import Checker, Parsed, checkers, startup_errors, validators, versions
 
-Obj = dict[str, Any]
 RUNTIMES = ("vllm", "sglang", "tgi", "llamacpp")
 COUNTS = (None, 1, 2, 4, 8)
 CLAIMS: dict[str, list[Obj] | None] = {

@@ -22,13 +22,13 @@ from app.manifests import EXAMPLES
 from controller.kube import KubeClient
 from controller.manager import Manager
 from controller.resources import DEPLOYMENT, INFERENCE_SERVICE, SERVICE
+from objtypes import Obj
 from reconcilers import images
 from reconcilers.runtime_checks import runtime_problems
 from reconcilers.workload import build_member_pods, build_service, model_location, pod_spec
 
 from .conftest import isvc_yaml, model_yaml, reapply, wait_condition
 
-Obj = dict[str, Any]
 ISVC = {"metadata": {"name": "svc", "namespace": "ns", "uid": "u"}}
 SAFETENSORS = {"source": "Qwen/Qwen3-8B", "format": "safetensors"}
 

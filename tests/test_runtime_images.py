@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import jsonschema
 import pytest
 
 from api import parse_inference_service, parse_model
+from objtypes import Obj
 from reconcilers import images
 
 from .support.chart import find, render
 
-Obj = dict[str, Any]
 SCHEMA = Path(__file__).parents[1] / "charts" / "llmkube" / "values.schema.json"
 
 

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from app.manifests import EXAMPLES, apply_text
 from controller.kube import KubeClient
 from controller.manager import Manager
 from controller.resources import DEPLOYMENT, INFERENCE_SERVICE, MODEL, SERVICE
+from objtypes import Obj
 
 from .conftest import DRA_CLUSTER_YAML, condition, eventually
-
-Obj = dict[str, Any]
 
 
 async def test_single_gpu_template_gives_pod_claims_and_no_gpu_limit(

@@ -6,7 +6,6 @@ import asyncio
 import json
 import shutil
 from collections.abc import AsyncIterator
-from typing import Any
 
 import pytest
 
@@ -19,11 +18,10 @@ from controller.resources import (
     RESOURCE_CLAIM,
     RESOURCE_SLICE,
 )
+from objtypes import Obj
 from testserver.process import ApiServerProcess
 
 from .conftest import claim_template, eventually, gpu_template
-
-Obj = dict[str, Any]
 
 
 @pytest.fixture(params=["dra=4,plugin=0"])

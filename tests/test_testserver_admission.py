@@ -21,6 +21,7 @@ import yaml
 from aiohttp import web
 
 from controller.kube import KubeClient
+from objtypes import Obj
 from testserver.process import ApiServerProcess
 from webhook.server import PATH, WebhookServer, start_webhook
 
@@ -28,7 +29,6 @@ from .conftest import TWO_GPU_CLAIMS, isvc_yaml, model_yaml, write_serving_cert
 from .support.chart import find, render
 from .testserver_support import call, kubectl
 
-Obj = dict[str, Any]
 HOOKS = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
 MODELS = "/apis/inference.llmkube.dev/v1alpha1/namespaces/{ns}/models"
 SERVICES = "/apis/inference.llmkube.dev/v1alpha1/namespaces/{ns}/inferenceservices"

@@ -15,14 +15,13 @@ import pytest
 import trustme
 
 from app.manifests import EXAMPLES, load
+from objtypes import Obj
 from webhook.server import PATH, Limits, WebhookServer, start_webhook
 
 from .conftest import eventually, write_serving_cert
 from .support.webhook import admission_review, ca, post, seed_model, webhook, with_gpu
 
 __all__ = ["ca", "webhook"]  # the fixtures, shared with test_runtime_admission
-
-Obj = dict[str, Any]
 
 
 async def test_seed_examples_are_admitted(webhook: WebhookServer, ca: trustme.CA) -> None:

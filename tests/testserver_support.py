@@ -15,7 +15,8 @@ from typing import Any
 import aiohttp
 import yaml
 
-Obj = dict[str, Any]
+from objtypes import Obj
+
 CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 WIDGETS = "/apis/example.test/v1/namespaces/default/widgets"
 

@@ -18,8 +18,10 @@ from typing import Any
 
 import aiohttp
 
+from objtypes import Obj
+
 from .kinds import NAMESPACE, WEBHOOKS, ResourceType
-from .storage import Obj, Storage, StorageError
+from .storage import Storage, StorageError
 
 
 @dataclass

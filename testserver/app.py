@@ -22,6 +22,8 @@ from typing import Any
 import yaml
 from aiohttp import web
 
+from objtypes import Obj
+
 from .admission import Admission, Request
 from .apply import record_update, server_side_apply
 from .builtins import default_and_validate
@@ -37,7 +39,7 @@ from .registry import Registered, Registry
 from .schema import invalid_error_details
 from .selectors import field_matcher, label_matcher
 from .simulator import ClusterSimulator
-from .storage import Obj, Storage, StorageError, clone
+from .storage import Storage, StorageError, clone
 from .tables import to_table, wants_table
 from .tokens import TokenBook
 from .watch import watch

@@ -14,7 +14,9 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from .storage import Obj, StorageError, clone
+from objtypes import Obj
+
+from .storage import StorageError, clone
 
 Path = tuple[str, ...]
 _SKIPPED_META = {"labels", "annotations"}

@@ -9,11 +9,10 @@ switches the type to Recreate without having owned it is refused
 
 from __future__ import annotations
 
-from typing import Any
+from objtypes import Obj
 
 from .schema import Cause
 
-Obj = dict[str, Any]
 ROLLING_DEFAULT = {"maxSurge": "25%", "maxUnavailable": "25%"}
 
 

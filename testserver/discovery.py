@@ -6,11 +6,10 @@ back to these documents, which is what real clusters before 1.26 serve too.
 
 from __future__ import annotations
 
-from typing import Any
+from objtypes import Obj
 
 from .registry import Registry
 
-Obj = dict[str, Any]
 VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
 
 

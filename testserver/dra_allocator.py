@@ -15,9 +15,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
 
-Obj = dict[str, Any]
+from objtypes import Obj
 
 _DRIVER_EQ = re.compile(r"""^\s*device\.driver\s*==\s*(["'])([^"']*)\1\s*$""")
 

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from aiohttp import web
 
-Obj = dict[str, Any]
+from objtypes import Obj
 
 
 def status_body(code: int, reason: str, message: str, details: Obj | None = None) -> Obj:

@@ -10,8 +10,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from objtypes import Obj
+
 from .kinds import POD, POD_DISRUPTION_BUDGET
-from .storage import Obj, Storage, StorageError
+from .storage import Storage, StorageError
 
 
 def _ready(pod: Obj) -> bool:

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from typing import Any
 
-Obj = dict[str, Any]
+from objtypes import Obj
+
 LOADER = "model-loader"
 HOLD_ANNOTATION = "sim.llmkube.dev/loader-seconds"
 

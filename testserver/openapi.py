@@ -6,11 +6,10 @@ operations only; kubectl needs no component schemas for that decision.
 
 from __future__ import annotations
 
-from typing import Any
+from objtypes import Obj
 
 from .registry import Registry
 
-Obj = dict[str, Any]
 _PARAMS = [
     {"name": name, "in": "query", "schema": {"type": "string", "uniqueItems": True}}
     for name in ("dryRun", "fieldManager", "fieldValidation", "force")

@@ -11,9 +11,10 @@ from __future__ import annotations
 import base64
 from typing import Any
 
+from objtypes import Obj
+
 from .storage import StorageError
 
-Obj = dict[str, Any]
 PROTOBUF = "application/vnd.kubernetes.protobuf"
 _MAGIC = b"k8s\x00"
 Fields = list[tuple[int, int, Any]]

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+
+from objtypes import Obj
 
 from .kinds import BUILTINS, CRD, ResourceType
 from .schema import VersionSchema
 from .storage import WatchEvent, type_id
-
-Obj = dict[str, Any]
 
 
 @dataclass

@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from objtypes import Obj
+
 from .cel_rules import CelError, evaluate, references_old_self
 
-Obj = dict[str, Any]
 _ROOT_KEPT = ("apiVersion", "kind", "metadata")
 _ABSENT = object()
 

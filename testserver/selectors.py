@@ -6,7 +6,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-Obj = dict[str, Any]
+from objtypes import Obj
+
 _SET_RE = re.compile(r"^\s*([\w./-]+)\s+(in|notin)\s+\(([^)]*)\)\s*$")
 
 

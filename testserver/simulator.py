@@ -33,6 +33,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from objtypes import Obj
+
 from .dra_allocator import (
     AllocationError,
     allocate,
@@ -51,7 +53,7 @@ from .kinds import (
     ResourceType,
 )
 from .loader_sim import HOLD_ANNOTATION, LOADER, Volumes, loader_of, run_loader
-from .storage import Obj, Storage, StorageError, WatchEvent, now_iso, type_id
+from .storage import Storage, StorageError, WatchEvent, now_iso, type_id
 
 WATCHED = {
     type_id(rt)

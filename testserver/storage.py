@@ -16,11 +16,12 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, TypeVar, cast
+from typing import TypeVar, cast
+
+from objtypes import Obj
 
 from .kinds import ResourceType
 
-Obj = dict[str, Any]
 T = TypeVar("T")
 
 

@@ -11,9 +11,10 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from objtypes import Obj
+
 from .registry import Registered
 
-Obj = dict[str, Any]
 _NAME = {
     "name": "Name",
     "type": "string",

@@ -13,11 +13,13 @@ from collections.abc import Callable
 
 from aiohttp import web
 
+from objtypes import Obj
+
 from .errors import status_body
 from .faults import FaultRule
 from .kinds import ResourceType
 from .selectors import field_matcher, label_matcher
-from .storage import Obj, Storage, StorageError, WatchEvent
+from .storage import Storage, StorageError, WatchEvent
 
 _MAX_BATCH = 256  # events per write when many are queued
 

@@ -25,8 +25,8 @@ from api import (
 from api.runtime_args import runtime_arg_errors
 from api.source import host_path_error
 from controller.resources import GPU_QUOTA, GROUP, INFERENCE_SERVICE, MODEL
+from objtypes import Obj
 
-Obj = dict[str, Any]
 # (namespace, name) -> the Model object, or None when it does not exist (yet).
 ModelLookup = Callable[[str, str], Obj | None]
 API_VERSION = "admission.k8s.io/v1"

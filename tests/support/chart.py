@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from helm_python.chart import Chart
 
 from app.manifests import load
+from objtypes import Obj
 
-Obj = dict[str, Any]
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "llmkube"
 CRD_DIR = CHART / "crds"

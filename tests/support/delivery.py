@@ -5,19 +5,17 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
 
 from app.controllers import reconcilers
 from app.manifests import install_crds
 from controller.kube import KubeClient
 from controller.manager import Manager, ManagerConfig
 from controller.resources import MODEL, POD
+from objtypes import Obj
 from reconcilers.model_cache_settings import CacheSettings
 from testserver.process import ApiServerProcess
 
 from ..conftest import eventually
-
-Obj = dict[str, Any]
 
 
 @asynccontextmanager

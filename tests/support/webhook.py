@@ -13,11 +13,10 @@ import pytest
 import trustme
 
 from app.manifests import EXAMPLES, load
+from objtypes import Obj
 from webhook.server import PATH, WebhookServer, start_webhook
 
 from ..conftest import write_serving_cert
-
-Obj = dict[str, Any]
 
 
 @pytest.fixture
