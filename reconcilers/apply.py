@@ -178,6 +178,21 @@ async def ensure(
     return await apply(client, rt, desired, force=True)
 
 
+async def ensure_or_remove(
+    client: KubeClient, cache: Cache, rt: ResourceType, owner: Obj, desired: Obj | None
+) -> None:
+    """An owned object the spec may ask for (named after its owner): desired is applied,
+    or, when None, the object of that name is deleted if it is ours (never someone
+    else's). Raises NotOwned for one of that name that is not ours."""
+    meta = owner["metadata"]
+    if desired is not None:
+        await ensure(client, cache, rt, desired, meta["uid"])
+        return
+    live = cache.get(rt, meta["namespace"], meta["name"])
+    if live is not None and owned_by(live, meta["uid"]):
+        await client.delete(rt, meta["namespace"], meta["name"])
+
+
 async def replace_pod_if_changed(
     client: KubeClient, cache: Cache, rt: ResourceType, desired: Obj, owner_uid: str
 ) -> Obj | None:

@@ -22,8 +22,8 @@ from controller.kube import KubeClient
 from controller.resources import HORIZONTAL_POD_AUTOSCALER, INFERENCE_SERVICE
 from objtypes import Obj
 
-from .apply import ensure, owned_by
-from .workload import labels, owner_reference
+from .apply import ensure_or_remove
+from .workload import owned_metadata
 
 # Each runtime's gauge of requests being served (LLMKube's DefaultHPAMetric).
 DEFAULT_METRIC = {
@@ -61,12 +61,7 @@ def build_autoscaler(isvc: Obj, service: InferenceServiceSpec, scaling: Autoscal
     return {
         "apiVersion": HORIZONTAL_POD_AUTOSCALER.api_version,
         "kind": HORIZONTAL_POD_AUTOSCALER.kind,
-        "metadata": {
-            "name": name,
-            "namespace": isvc["metadata"]["namespace"],
-            "labels": labels(isvc, service.model_ref),
-            "ownerReferences": [owner_reference(isvc)],
-        },
+        "metadata": owned_metadata(isvc, name, service.model_ref),
         "spec": {
             "scaleTargetRef": {
                 "apiVersion": INFERENCE_SERVICE.api_version,
@@ -85,17 +80,6 @@ async def ensure_autoscaler(
 ) -> None:
     """The HPA the spec asks for, or none. Raises NotOwned for an HPA of that name that
     is not ours (it is left alone)."""
-    ns, name = isvc["metadata"]["namespace"], isvc["metadata"]["name"]
-    uid = isvc["metadata"]["uid"]
-    if service.autoscaling is not None and not service.suspend:
-        await ensure(
-            client,
-            cache,
-            HORIZONTAL_POD_AUTOSCALER,
-            build_autoscaler(isvc, service, service.autoscaling),
-            uid,
-        )
-        return
-    live = cache.get(HORIZONTAL_POD_AUTOSCALER, ns, name)
-    if live is not None and owned_by(live, uid):
-        await client.delete(HORIZONTAL_POD_AUTOSCALER, ns, name)
+    scaling = None if service.suspend else service.autoscaling
+    desired = build_autoscaler(isvc, service, scaling) if scaling is not None else None
+    await ensure_or_remove(client, cache, HORIZONTAL_POD_AUTOSCALER, isvc, desired)

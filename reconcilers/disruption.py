@@ -19,8 +19,8 @@ from controller.kube import KubeClient
 from controller.resources import POD_DISRUPTION_BUDGET
 from objtypes import Obj
 
-from .apply import ensure, owned_by
-from .workload import SERVICE_LABEL, labels, owner_reference
+from .apply import ensure_or_remove
+from .workload import SERVICE_LABEL, owned_metadata
 
 
 def protected(service: InferenceServiceSpec, ready: int, wanted: int) -> bool:
@@ -34,12 +34,7 @@ def build_budget(isvc: Obj, service: InferenceServiceSpec) -> Obj:
     return {
         "apiVersion": POD_DISRUPTION_BUDGET.api_version,
         "kind": POD_DISRUPTION_BUDGET.kind,
-        "metadata": {
-            "name": name,
-            "namespace": isvc["metadata"]["namespace"],
-            "labels": labels(isvc, service.model_ref),
-            "ownerReferences": [owner_reference(isvc)],
-        },
+        "metadata": owned_metadata(isvc, name, service.model_ref),
         "spec": {"selector": {"matchLabels": {SERVICE_LABEL: name}}, "maxUnavailable": 0},
     }
 
@@ -49,11 +44,5 @@ async def ensure_budget(
 ) -> None:
     """The budget while protect, else none. Raises NotOwned for a budget of that name
     that is not ours (it is left alone)."""
-    ns, name = isvc["metadata"]["namespace"], isvc["metadata"]["name"]
-    uid = isvc["metadata"]["uid"]
-    if protect:
-        await ensure(client, cache, POD_DISRUPTION_BUDGET, build_budget(isvc, service), uid)
-        return
-    live = cache.get(POD_DISRUPTION_BUDGET, ns, name)
-    if live is not None and owned_by(live, uid):
-        await client.delete(POD_DISRUPTION_BUDGET, ns, name)
+    desired = build_budget(isvc, service) if protect else None
+    await ensure_or_remove(client, cache, POD_DISRUPTION_BUDGET, isvc, desired)

@@ -58,7 +58,8 @@ def selector(isvc: Obj) -> str:
     return f"{SERVICE_LABEL}={isvc['metadata']['name']}"
 
 
-def _metadata(isvc: Obj, name: str, model_name: str) -> Obj:
+def owned_metadata(isvc: Obj, name: str, model_name: str) -> Obj:
+    """An object the InferenceService owns: its name, namespace, our labels, the owner."""
     return {
         "name": name,
         "namespace": isvc["metadata"]["namespace"],
@@ -240,7 +241,7 @@ def build_deployment(
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": _metadata(isvc, name, model_name),
+        "metadata": owned_metadata(isvc, name, model_name),
         "spec": {
             "replicas": replicas,
             **deployment_fields(service),
@@ -319,7 +320,7 @@ def build_member_pods(
             {"name": "LLMKUBE_RENDEZVOUS_PORT", "value": str(port)},
         ]
         container["ports"].append({"name": "rendezvous", "containerPort": port, "protocol": "TCP"})
-        meta = _metadata(isvc, f"{name}-{rank}", model_name)
+        meta = owned_metadata(isvc, f"{name}-{rank}", model_name)
         meta["labels"] = {**service.pod.pod_labels, **meta["labels"], MEMBER_LABEL: str(rank)}
         if service.pod.pod_annotations:
             meta["annotations"] = dict(service.pod.pod_annotations)
@@ -335,7 +336,7 @@ def build_members_service(isvc: Obj, service: InferenceServiceSpec) -> Obj:
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": _metadata(isvc, members_service_name(isvc), service.model_ref),
+        "metadata": owned_metadata(isvc, members_service_name(isvc), service.model_ref),
         "spec": {
             "clusterIP": "None",
             "publishNotReadyAddresses": True,
@@ -361,6 +362,6 @@ def build_service(isvc: Obj, service: InferenceServiceSpec) -> Obj:
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": _metadata(isvc, name, service.model_ref),
+        "metadata": owned_metadata(isvc, name, service.model_ref),
         "spec": {"selector": selector, "ports": [port], "type": ep.type},
     }
