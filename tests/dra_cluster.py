@@ -13,6 +13,7 @@ from controller.manager import Manager, ManagerConfig
 from controller.resources import DEPLOYMENT, INFERENCE_SERVICE
 from objtypes import Obj
 from reconcilers.kueue import KueueSettings
+from reconcilers.model_cache_settings import CacheSettings
 from testserver.process import ApiServerProcess
 
 from .conftest import eventually
@@ -20,13 +21,17 @@ from .conftest import eventually
 
 @asynccontextmanager
 async def dra_cluster(
-    gpus: int = 4, plugin: int = 0, kueue: dict[str, str] | None = None
+    gpus: int = 4,
+    plugin: int = 0,
+    kueue: dict[str, str] | None = None,
+    model_cache: CacheSettings | None = None,
 ) -> AsyncIterator[tuple[KubeClient, Manager, ApiServerProcess]]:
     server = await ApiServerProcess.start("--simulate-cluster", f"dra={gpus},plugin={plugin}")
     client = await KubeClient.connect(server.url)
     await install_crds(client)
     config = ManagerConfig(http_port=None, workers=2, watch_timeout=30)
-    manager = Manager(client, config, reconcilers=reconcilers(KueueSettings(kueue or {})))
+    factories = reconcilers(KueueSettings(kueue or {}), model_cache=model_cache)
+    manager = Manager(client, config, reconcilers=factories)
     await manager.start()
     try:
         await manager.wait_synced()

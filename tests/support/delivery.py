@@ -6,36 +6,24 @@ import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from app.controllers import reconcilers
-from app.manifests import install_crds
 from controller.kube import KubeClient
-from controller.manager import Manager, ManagerConfig
+from controller.manager import Manager
 from controller.resources import MODEL, POD
 from objtypes import Obj
 from reconcilers.model_cache_settings import CacheSettings
 from testserver.process import ApiServerProcess
 
 from ..conftest import eventually
+from ..dra_cluster import dra_cluster
 
 
 @asynccontextmanager
 async def cluster_with_cache(
     cache: CacheSettings | None = None,
 ) -> AsyncIterator[tuple[KubeClient, Manager, ApiServerProcess]]:
-    server = await ApiServerProcess.start("--simulate-cluster", "dra=0,plugin=0")
-    client = await KubeClient.connect(server.url)
-    await install_crds(client)
-    config = ManagerConfig(http_port=None, workers=2, watch_timeout=30)
     settings = cache if cache is not None else CacheSettings(enabled=True)
-    manager = Manager(client, config, reconcilers=reconcilers(model_cache=settings))
-    await manager.start()
-    try:
-        await manager.wait_synced()
-        yield client, manager, server
-    finally:
-        await manager.stop()
-        await client.close()
-        await server.stop()
+    async with dra_cluster(gpus=0, plugin=0, model_cache=settings) as cluster:
+        yield cluster
 
 
 async def model_phase(kube: KubeClient, name: str, phase: str) -> Obj:
