@@ -22,6 +22,7 @@ from reconcilers.workload import pod_spec
 from webhook.admission import verdict
 
 from .conftest import isvc_yaml, reapply, wait_condition
+from .support.webhook import admission_request
 
 ISVC = {"metadata": {"name": "svc", "namespace": "ns", "uid": "u"}}
 GGUF = "https://example.com/m.gguf"  # the loader puts it at /models/m.gguf
@@ -57,9 +58,7 @@ def container(**spec: Any) -> Obj:
 
 
 def admission(**spec: Any) -> tuple[bool, str]:
-    kind = {"group": "inference.llmkube.dev", "version": "v1alpha1", "kind": "InferenceService"}
-    obj = {"spec": {"modelRef": "m", **spec}}
-    return verdict({"uid": "1", "operation": "CREATE", "kind": kind, "object": obj})
+    return verdict(admission_request("InferenceService", {"modelRef": "m", **spec}))
 
 
 @pytest.mark.parametrize("field", ["cacheTypeK", "cacheTypeV"])
@@ -156,20 +155,5 @@ async def test_reconcile_refuses_a_bad_cache_type_in_extra_args(
 )
 def test_the_webhook_refuses_what_llama_server_exits_on_in_extra_args(extra: list[str]) -> None:
     """The same rule as the reconcile (api/runtime_args.py), so the webhook denies it too."""
-    from webhook.admission import verdict
-
-    request = {
-        "uid": "u",
-        "operation": "CREATE",
-        "kind": {
-            "group": "inference.llmkube.dev",
-            "version": "v1alpha1",
-            "kind": "InferenceService",
-        },
-        "object": {
-            "metadata": {"name": "s"},
-            "spec": {"modelRef": "m", "runtime": "llamacpp", "extraArgs": extra},
-        },
-    }
-    allowed, message = verdict(request)
+    allowed, message = admission(runtime="llamacpp", extraArgs=extra)
     assert not allowed and "spec.cacheType" in message, message

@@ -29,6 +29,7 @@ from reconcilers.workload import pod_spec
 from webhook.admission import verdict
 
 from .conftest import eventually, reapply, wait_condition
+from .support.webhook import admission_request
 
 ISVC = {"metadata": {"name": "svc", "namespace": "ns", "uid": "u"}}
 ROOTS = ("/mnt/models",)
@@ -297,14 +298,7 @@ def test_s3_loader_fails_on_a_wrong_secret(
 # -- admission and reconcile refuse alike ----------------------------------------------
 
 
-def _review(kind: str, spec: Obj) -> Obj:
-    return {
-        "uid": "1",
-        "operation": "CREATE",
-        "namespace": "default",
-        "kind": {"group": "inference.llmkube.dev", "version": "v1alpha1", "kind": kind},
-        "object": {"spec": spec},
-    }
+_review = admission_request
 
 
 def test_webhook_refuses_a_host_path_outside_the_roots() -> None:

@@ -37,6 +37,7 @@ from reconcilers.workload import build_member_pods, model_location, pod_spec
 from webhook.admission import verdict
 
 from .runtime_options import Checker, Parsed, checkers, startup_errors, validators, versions
+from .support.webhook import admission_request
 
 RUNTIMES = ("vllm", "sglang", "tgi", "llamacpp")
 COUNTS = (None, 1, 2, 4, 8)
@@ -638,16 +639,7 @@ def test_the_checker_catches_what_a_parser_rejects(
 
 
 def _request(spec: Obj) -> Obj:
-    return {
-        "uid": "u",
-        "operation": "CREATE",
-        "kind": {
-            "group": "inference.llmkube.dev",
-            "version": "v1alpha1",
-            "kind": "InferenceService",
-        },
-        "object": {"metadata": {"name": "svc"}, "spec": spec},
-    }
+    return admission_request("InferenceService", spec)
 
 
 ONE_GPU: Obj = {"accelerator": "cuda", "gpu": {"enabled": True, "count": 1}}

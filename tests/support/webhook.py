@@ -53,6 +53,17 @@ async def post(
         return r.status, await r.json()
 
 
+def admission_request(kind: str, spec: Obj, name: str = "svc") -> Obj:
+    """The `request` of an AdmissionReview creating one of our objects, as verdict() reads it."""
+    return {
+        "uid": "1",
+        "operation": "CREATE",
+        "namespace": "default",
+        "kind": {"group": "inference.llmkube.dev", "version": "v1alpha1", "kind": kind},
+        "object": {"metadata": {"name": name}, "spec": spec},
+    }
+
+
 def admission_review(obj: Obj | None, operation: str = "CREATE", old: Obj | None = None) -> str:
     kind = (obj or old or {}).get("kind", "Model")
     plural = {"Model": "models", "InferenceService": "inferenceservices", "GPUQuota": "gpuquotas"}[
