@@ -129,6 +129,18 @@ def _allocated_on(claim: Obj, node: str) -> bool:
     return False
 
 
+def _controller_ref(api_version: str, kind: str, owner: Obj) -> Obj:
+    """The ownerReference a controller (Deployment, Job) puts on the pods it makes."""
+    meta = owner["metadata"]
+    return {
+        "apiVersion": api_version,
+        "kind": kind,
+        "name": meta["name"],
+        "uid": meta["uid"],
+        "controller": True,
+    }
+
+
 @dataclass
 class Placement:
     """What binding a pod to a node needs: new allocations and the extended-resource claim."""
@@ -230,15 +242,7 @@ class ClusterSimulator:
                         "generateName": f"{name}-{current[:5]}-",
                         "labels": {**(meta.get("labels") or {}), TEMPLATE_HASH: current},
                         "annotations": dict(meta.get("annotations") or {}),
-                        "ownerReferences": [
-                            {
-                                "apiVersion": "apps/v1",
-                                "kind": "Deployment",
-                                "name": name,
-                                "uid": dep["metadata"]["uid"],
-                                "controller": True,
-                            }
-                        ],
+                        "ownerReferences": [_controller_ref("apps/v1", "Deployment", dep)],
                     },
                     "spec": json.loads(json.dumps(template["spec"])),
                     "status": {"phase": "Pending"},
@@ -694,15 +698,7 @@ class ClusterSimulator:
                         **(template.get("metadata") or {}).get("labels", {}),
                         "job-name": name,
                     },
-                    "ownerReferences": [
-                        {
-                            "apiVersion": "batch/v1",
-                            "kind": "Job",
-                            "name": name,
-                            "uid": job["metadata"]["uid"],
-                            "controller": True,
-                        }
-                    ],
+                    "ownerReferences": [_controller_ref("batch/v1", "Job", job)],
                 },
                 "spec": json.loads(json.dumps(template["spec"])),
                 "status": {"phase": "Pending"},
