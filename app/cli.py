@@ -24,8 +24,8 @@ from controller import logging as log_setup
 from controller.kube import KubeClient
 from controller.manager import DEFAULT_WORKERS, Manager, ManagerConfig
 from controller.resources import MODEL
-from reconcilers.kueue import KueueSettings, parse_mappings
-from reconcilers.model_cache_settings import ACCESS_MODES, MODES, CacheSettings
+from reconcilers.devices.kueue import KueueSettings, parse_mappings
+from reconcilers.settings import ACCESS_MODES, MODES, CacheSettings
 
 from .controllers import reconcilers
 from .servers import bind_domain_metrics, metrics_runnable, webhook_runnable

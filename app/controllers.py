@@ -7,12 +7,10 @@ from controller.events import EventRecorder
 from controller.kube import KubeClient
 from controller.manager import ReconcilerFactory
 from controller.reconcile import Reconciler
+from reconcilers import GPUQuotaReconciler, InferenceServiceReconciler, ModelReconciler
 from reconcilers.context import Context
-from reconcilers.gpuquota import GPUQuotaReconciler
-from reconcilers.inferenceservice import InferenceServiceReconciler
-from reconcilers.kueue import KueueSettings
-from reconcilers.model import ModelReconciler
-from reconcilers.model_cache_settings import CacheSettings
+from reconcilers.devices.kueue import KueueSettings
+from reconcilers.settings import CacheSettings
 
 
 def reconcilers(

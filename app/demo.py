@@ -27,7 +27,7 @@ from controller.kube import ApiError, KubeClient
 from controller.manager import Manager, ManagerConfig
 from controller.resources import DEPLOYMENT, INFERENCE_SERVICE, MODEL, POD, RESOURCE_CLAIM
 from objtypes import Obj
-from reconcilers.model_cache_settings import CacheSettings
+from reconcilers.settings import CacheSettings
 
 from .controllers import reconcilers
 from .kubectl import render_status

@@ -7,9 +7,8 @@ from dataclasses import dataclass, field
 from controller.cache import Cache
 from controller.events import EventRecorder
 from controller.kube import KubeClient
-
-from .model_cache_settings import CacheSettings
-from .status import StatusWriter
+from reconcilers.settings import CacheSettings
+from reconcilers.writes.status import StatusWriter
 
 
 @dataclass
@@ -21,7 +20,7 @@ class Context:
     # --allowed-host-path-roots: where file:// and absolute-path Model sources may be
     # mounted from; empty (the default) refuses them all.
     allowed_host_path_roots: tuple[str, ...] = field(default=())
-    # --model-cache-*: the cache PVC loaders fill (reconcilers/model_cache.py).
+    # --model-cache-*: the cache PVC loaders fill (reconcilers/sources/cache_claim.py).
     model_cache: CacheSettings = field(default_factory=CacheSettings)
 
     @classmethod

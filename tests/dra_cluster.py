@@ -12,8 +12,8 @@ from controller.kube import KubeClient
 from controller.manager import Manager, ManagerConfig
 from controller.resources import DEPLOYMENT, INFERENCE_SERVICE
 from objtypes import Obj
-from reconcilers.kueue import KueueSettings
-from reconcilers.model_cache_settings import CacheSettings
+from reconcilers.devices.kueue import KueueSettings
+from reconcilers.settings import CacheSettings
 from testserver.process import ApiServerProcess
 
 from .conftest import eventually

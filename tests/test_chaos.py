@@ -27,7 +27,7 @@ from app.manifests import install_crds
 from controller.kube import ApiError, KubeClient
 from controller.resources import DEPLOYMENT, INFERENCE_SERVICE, MODEL, SERVICE
 from objtypes import Obj
-from reconcilers.workload import SERVICE_LABEL
+from reconcilers.ownership import SERVICE_LABEL
 from testserver.process import ApiServerProcess
 
 NS = "default"

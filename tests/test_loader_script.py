@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from reconcilers.loader import SCRIPT
+from reconcilers.sources.loader import SCRIPT
 
 BODY = b"GGUF" + bytes(range(256)) * 64
 SUM = hashlib.sha256(BODY).hexdigest()

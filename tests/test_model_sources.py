@@ -23,9 +23,9 @@ from controller.kube import KubeClient
 from controller.manager import Manager, ManagerConfig
 from controller.resources import DEPLOYMENT, INFERENCE_SERVICE, MODEL
 from objtypes import Obj
-from reconcilers.loader import SCRIPT
-from reconcilers.model_source import SourceNotAllowed
-from reconcilers.workload import pod_spec
+from reconcilers.inferenceservice.workload import pod_spec
+from reconcilers.sources.loader import SCRIPT
+from reconcilers.sources.placement import SourceNotAllowed
 from webhook.admission import verdict
 
 from .conftest import eventually, reapply, wait_condition

@@ -28,7 +28,7 @@ from controller.resources import (
     object_key,
 )
 from objtypes import Obj
-from reconcilers.quota_index import (
+from reconcilers.quota.index import (
     Quotas,
     _Scope,
     admission_changes,
@@ -36,7 +36,7 @@ from reconcilers.quota_index import (
     quota_index,
     recomputed_allocations,
 )
-from reconcilers.quota_rule import Allocation, Demand, allocate, floors_of, limits_of
+from reconcilers.quota.rule import Allocation, Demand, allocate, floors_of, limits_of
 from testserver.process import ApiServerProcess
 
 from .conftest import eventually, quota_yaml, reapply
