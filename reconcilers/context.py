@@ -1,4 +1,5 @@
-"""What every reconciler is given: the API client, the informer cache, Events, status."""
+"""What every reconciler is given: the API client, the informer cache, Events, status,
+and the operator's settings."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from dataclasses import dataclass, field
 from controller.cache import Cache
 from controller.events import EventRecorder
 from controller.kube import KubeClient
-from reconcilers.settings import CacheSettings
+from reconcilers.settings import Settings
 from reconcilers.writes.status import StatusWriter
 
 
@@ -17,11 +18,7 @@ class Context:
     cache: Cache
     recorder: EventRecorder
     status: StatusWriter
-    # --allowed-host-path-roots: where file:// and absolute-path Model sources may be
-    # mounted from; empty (the default) refuses them all.
-    allowed_host_path_roots: tuple[str, ...] = field(default=())
-    # --model-cache-*: the cache PVC loaders fill (reconcilers/sources/cache_claim.py).
-    model_cache: CacheSettings = field(default_factory=CacheSettings)
+    settings: Settings = field(default_factory=Settings)
 
     @classmethod
     def create(
@@ -29,15 +26,7 @@ class Context:
         client: KubeClient,
         cache: Cache,
         recorder: EventRecorder | None = None,
-        allowed_host_path_roots: tuple[str, ...] = (),
-        model_cache: CacheSettings | None = None,
+        settings: Settings | None = None,
     ) -> Context:
         recorder = recorder or EventRecorder(client)
-        return cls(
-            client,
-            cache,
-            recorder,
-            StatusWriter(client, recorder),
-            allowed_host_path_roots,
-            model_cache or CacheSettings(),
-        )
+        return cls(client, cache, recorder, StatusWriter(client, recorder), settings or Settings())

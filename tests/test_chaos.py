@@ -24,7 +24,8 @@ from typing import Any
 import pytest
 
 from app.manifests import install_crds
-from controller.kube import ApiError, KubeClient
+from controller.errors import ApiError
+from controller.kube import KubeClient
 from controller.resources import DEPLOYMENT, INFERENCE_SERVICE, MODEL, SERVICE
 from objtypes import Obj
 from reconcilers.ownership import SERVICE_LABEL

@@ -13,7 +13,8 @@ import pytest
 
 from api import InvalidSpec, parse_inference_service, parse_model
 from api.inferenceservice import LLAMACPP_CACHE_TYPES
-from controller.kube import ApiError, KubeClient
+from controller.errors import ApiError
+from controller.kube import KubeClient
 from controller.manager import Manager
 from controller.resources import DEPLOYMENT, INFERENCE_SERVICE
 from objtypes import Obj

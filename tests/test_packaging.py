@@ -17,7 +17,16 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PRODUCT = {"app", "api", "controller", "metrics", "reconcilers", "webhook", "objtypes.py"}
+PRODUCT = {
+    "app",
+    "api",
+    "controller",
+    "metrics",
+    "reconcilers",
+    "runtimes",
+    "webhook",
+    "objtypes.py",
+}
 SOURCES = ["pyproject.toml", "README.md", "packaging", "testserver", *sorted(PRODUCT)]
 
 

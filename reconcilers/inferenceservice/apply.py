@@ -90,7 +90,7 @@ async def _deployment(
         plan.admitted,
         claimed_devices=plan.claimed,
         rt=plan.command,
-        roots=ctx.allowed_host_path_roots,
+        roots=ctx.settings.allowed_host_path_roots,
         store=plan.store,
     )
     if plan.claimed is not None:
@@ -117,7 +117,7 @@ async def _members(
         model,
         service.model_ref,
         min(admitted, 1),
-        roots=ctx.allowed_host_path_roots,
+        roots=ctx.settings.allowed_host_path_roots,
         store=plan.store,
     )
     wanted = {p["metadata"]["name"] for p in pods}

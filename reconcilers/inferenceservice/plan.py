@@ -18,13 +18,13 @@ from controller.cache import Cache
 from controller.resources import DEPLOYMENT, object_key
 from objtypes import Obj
 from reconcilers.devices import dra
-from reconcilers.devices.kueue import KueueSettings, kueue_status, queue_name
+from reconcilers.devices.kueue import kueue_status, queue_name
 from reconcilers.devices.lookup import device_classes, model_demand, templates
 from reconcilers.inferenceservice.advice import advisories
 from reconcilers.inferenceservice.workload import model_location
 from reconcilers.quota.index import namespace_allocations
 from reconcilers.quota.rule import MIN_PRIORITY, VRAM_BYTES, Allocation
-from reconcilers.settings import CacheSettings
+from reconcilers.settings import Settings
 from reconcilers.sources.cache_claim import store_for
 from reconcilers.sources.loader import EPHEMERAL, Store
 from reconcilers.writes.conditions import Condition
@@ -88,12 +88,10 @@ def plan(
     model: ModelSpec,
     missing: list[str],
     facts: Facts,
-    kueue: KueueSettings,
-    roots: tuple[str, ...] = (),
-    cache: CacheSettings | None = None,
+    settings: Settings,
 ) -> Plan:
-    """roots: the operator's --allowed-host-path-roots (a host-path model source);
-    cache: the operator's model cache (--model-cache-*)."""
+    """settings: the operator's (Kueue's mappings, the host-path roots a Model source
+    may come from, the model cache)."""
     allocation, demand = facts.allocation, facts.demand
     admitted = allocation.admitted_replicas if allocation else service.wanted_replicas
     # Under a quota, what it charges (DRA's allocation may differ from the count).
@@ -109,8 +107,10 @@ def plan(
     # What the runtime's parser cannot see (parallelism vs the GPUs a pod gets, model
     # form, image): refused before any workload is written. Built once: checked here,
     # and the Deployment's pods run this same command.
-    store = store_for(isvc, service, model, cache or CacheSettings())
-    placement = model_location(model, service.runtime, roots, store, service.hf_token)
+    store = store_for(isvc, service, model, settings.model_cache)
+    placement = model_location(
+        model, service.runtime, settings.allowed_host_path_roots, store, service.hf_token
+    )
     model_arg = placement.arg
     command = runtime_command(
         service, model, model_arg, service.model_ref, claimed, mmproj=placement.mmproj
@@ -162,7 +162,7 @@ def plan(
             facts.templates,
             demand or dra.DeviceDemand(),
             admitted,
-            kueue,
+            settings.kueue,
             facts.extended_class,
             multi_node=service.multi_node is not None,
         )

@@ -19,7 +19,7 @@ from datetime import datetime
 import structlog
 
 from api import InferenceServiceSpec
-from controller.kube import ApiError
+from controller.errors import ApiError
 from controller.resources import DEPLOYMENT, POD
 from objtypes import Obj
 from reconcilers.context import Context

@@ -54,7 +54,6 @@ from controller.resources import (
 from objtypes import Obj
 from reconcilers.context import Context
 from reconcilers.devices.claims import missing_claims, names_claim
-from reconcilers.devices.kueue import KueueSettings
 from reconcilers.inferenceservice.apply import apply
 from reconcilers.inferenceservice.plan import observe, plan
 from reconcilers.inferenceservice.pod_lifetime import recycle_expired
@@ -81,9 +80,8 @@ def _model_ref(isvc: Obj) -> Any:
 class InferenceServiceReconciler:
     name = "inferenceservice"
 
-    def __init__(self, ctx: Context, kueue: KueueSettings | None = None) -> None:
+    def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
-        self.kueue = kueue or KueueSettings()
         self.claims = ClaimMaker()  # the model cache claims made by this controller run
         index_pods(ctx.cache)  # its pods by the service label, kept from the first event on
 
@@ -215,7 +213,7 @@ class InferenceServiceReconciler:
         if errors:
             await write_blocked(self.ctx, isvc, c.INVALID_SPEC, "; ".join(errors), phase="Failed")
             return Result()
-        refusal = host_path_error(model.location, self.ctx.allowed_host_path_roots)
+        refusal = host_path_error(model.location, self.ctx.settings.allowed_host_path_roots)
         if refusal:
             message = f"Model {service.model_ref!r} {refusal}"
             await write_blocked(self.ctx, isvc, c.SOURCE_NOT_ALLOWED, message, phase="Failed")
@@ -243,9 +241,7 @@ class InferenceServiceReconciler:
             model,
             missing,
             facts,
-            self.kueue,
-            self.ctx.allowed_host_path_roots,
-            self.ctx.model_cache,
+            self.ctx.settings,
         )
         if decided.refused:
             await write_refused(self.ctx, isvc, decided)

@@ -72,7 +72,7 @@ async def ensure_prefetch(
     """The Prefetch condition, or None when spec.prefetch is not set."""
     if not model.prefetch:
         return None
-    settings = ctx.model_cache
+    settings = ctx.settings.model_cache
     if not settings.enabled or settings.mode != "shared":
         return Condition(
             c.PREFETCH,

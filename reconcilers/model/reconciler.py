@@ -35,6 +35,7 @@ from reconcilers.devices import dra
 from reconcilers.devices.claims import missing_claims, names_claim
 from reconcilers.devices.lookup import device_classes, model_demand, resource_slices
 from reconcilers.model.delivery import Delivery, delivery
+from reconcilers.model.pods import index_model_pods, model_pods
 from reconcilers.model.prefetch import ensure_prefetch
 from reconcilers.ownership import MANAGED_BY, MANAGER, MODEL_LABEL
 from reconcilers.sources.loader import needs_loader
@@ -132,6 +133,7 @@ class ModelReconciler:
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
+        index_model_pods(ctx.cache)  # its loaders' pods by the model label
 
     @property
     def primary(self) -> ResourceType:
@@ -157,12 +159,7 @@ class ModelReconciler:
             yield Request(self.name, ns, name)
 
     def _delivery(self, namespace: str, name: str, model: ModelSpec) -> Delivery:
-        pods = [
-            p
-            for p in self.ctx.cache.list(POD, namespace)
-            if (p["metadata"].get("labels") or {}).get(MODEL_LABEL) == name
-        ]
-        return delivery(model, pods)
+        return delivery(model, model_pods(self.ctx.cache, namespace, name))
 
     def _itself(self, event: Event) -> Iterable[Request]:
         ns, name = object_key(event.obj)
@@ -209,7 +206,7 @@ class ModelReconciler:
             "Ready" if accelerator.status else c.ACCELERATOR_NOT_READY,
             "model can be served" if accelerator.status else accelerator.message,
         )
-        refusal = host_path_error(model.location, self.ctx.allowed_host_path_roots)
+        refusal = host_path_error(model.location, self.ctx.settings.allowed_host_path_roots)
         if refusal:
             ready = Condition(READY, False, c.SOURCE_NOT_ALLOWED, refusal)
         # Every nested key is always written: a status merge patch removes only top-level

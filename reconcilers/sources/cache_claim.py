@@ -14,7 +14,7 @@ reads or changes one, so a claim that exists already is left as it is.
 from __future__ import annotations
 
 from api import InferenceServiceSpec, ModelSpec
-from controller.kube import ApiError
+from controller.errors import ApiError
 from controller.resources import PERSISTENT_VOLUME_CLAIM
 from objtypes import Obj
 from reconcilers.context import Context
@@ -81,7 +81,7 @@ class ClaimMaker:
         self.made: set[tuple[str, str, str]] = set()
 
     async def ensure(self, ctx: Context, isvc: Obj, store: Store) -> None:
-        settings = ctx.model_cache
+        settings = ctx.settings.model_cache
         if not store.claim or store.claim != claim_name(isvc, settings) or not settings.enabled:
             return  # no claim, or the user's own
         await self.create(ctx, build_claim(isvc, settings), isvc["metadata"]["uid"])

@@ -30,7 +30,8 @@ import json
 from typing import Any
 
 from controller.cache import Cache
-from controller.kube import ApiError, KubeClient
+from controller.errors import ApiError
+from controller.kube import KubeClient
 from controller.resources import ResourceType
 from objtypes import Obj
 
