@@ -3,7 +3,7 @@
 The webhook denies them at admission and the reconciler reports them
 (`RuntimeConfigured=False InvalidRuntimeConfig`), each naming the field: a value the
 pinned release does not accept (its parser's choices or its startup checks,
-runtime_values.py), a spelling its parser does not read, a bind address the probes and
+values.py), a spelling its parser does not read, a bind address the probes and
 the Service cannot reach, a second model for vLLM, TGI token limits its launcher
 refuses, a multiNode data-parallel size other than the member pods.
 """

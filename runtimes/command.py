@@ -2,7 +2,7 @@
 
 Derived flags come from the Model's GPU count (or, without one, the devices the DRA
 claims ask for); explicit settings in the InferenceService win over them, and an
-option the user passes in extraArgs under any of its spellings (runtime_flags.py)
+option the user passes in extraArgs under any of its spellings (flags.py)
 replaces the one we would have derived, so every option appears once.
 """
 

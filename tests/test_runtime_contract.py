@@ -4,7 +4,7 @@ The spec space: runtimes x GPU count x claims (none / template / shared claim) x
 typed config field (each value, all choices) x mode x extraArgs overrides (every
 spelling of every option we derive, as `--x v` and `--x=v`) x multiNode ranks, plus
 accelerators and model sources. A spec the controller refuses with a condition
-(runtime_checks) never becomes a pod and is counted apart; every other one must
+(runtimes/checks.py) never becomes a pod and is counted apart; every other one must
 parse with 0 unknown options, 0 bad values, 0 repeated single-valued options, the
 model argument present in the runtime's form, and the container port equal to the
 port the runtime listens on; then pass what the release checks after parsing

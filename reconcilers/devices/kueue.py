@@ -10,7 +10,7 @@ Configuration (it lives in Kueue's ConfigMap), so it is told the mappings by fla
 
 A service labelled `kueue.x-k8s.io/queue-name` gets the label on its Deployment and pod
 template (Kueue's pod integration gates pods that carry it), its Model's claims on the
-pods (never an nvidia.com/gpu limit, see gpu.py), and `suspend` scales it to zero.
+pods (never an nvidia.com/gpu limit, see runtimes/gpu.py), and `suspend` scales it to zero.
 
 The rules (what Kueue admits and charges) are pure functions over the claims and
 templates as plain dicts; dra.py counts the devices they ask for.

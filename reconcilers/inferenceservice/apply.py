@@ -1,8 +1,10 @@
 """A plan's workload, written with server-side apply (reconcilers/writes/apply.py).
 
-A Deployment (or, for multiNode, one pinned Pod per member) and a Service, owned by
-the InferenceService so that deleting it cleans them up. An object of the same name
-that the service does not own is never taken over: `Applied.conflict` says so.
+A Deployment (or, for multiNode, one pinned Pod per member and their headless Service),
+a Service, the HorizontalPodAutoscaler and the PodDisruptionBudget, owned by the
+InferenceService so that deleting it cleans them up; first the model cache claim the
+pods mount (created once, never applied). An object of the same name that the service
+does not own is never taken over: `Applied.conflict` says so.
 """
 
 from __future__ import annotations

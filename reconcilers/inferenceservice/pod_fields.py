@@ -10,8 +10,8 @@ as LLMKube's deployment builder applies them.
 - `podSecurityContext` / `securityContext` are the pod's and the container's;
 - `revisionHistoryLimit` is the Deployment's.
 
-`containerPort` and `bindAddress` become the runtime's own flags (pod_flags.py): the
-container port, probes and Service follow the port the runtime really listens on.
+`containerPort` and `bindAddress` become the runtime's own flags (runtimes/pod_flags.py):
+the container port, probes and Service follow the port the runtime really listens on.
 """
 
 from __future__ import annotations

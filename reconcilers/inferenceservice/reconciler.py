@@ -5,9 +5,9 @@ Deployment (or, for multiNode, one pinned Pod per node) and a Service, owned by 
 InferenceService so that deleting it cleans them up. When any step fails, the
 existing workload is left as it is and a condition says why; nothing is deleted.
 
-A reconcile is: validate (here), plan (serving_plan.py: pure, what to run and every
-condition known before writing), apply (serving_apply.py: server-side apply of the
-workload) and status (serving_status.py: status and its Events).
+A reconcile is: validate (here), plan (plan.py: pure, what to run and every
+condition known before writing), apply (apply.py: server-side apply of the
+workload) and status (status.py: status and its Events).
 
 DRA: without a GPU count the runtime is sized from the devices the Model's claims ask
 for (DeviceCount says so, or says both numbers when count disagrees); what DRA

@@ -3,7 +3,7 @@
 Coverage, as LLMKube's gpuquota_controller: a GPUQuota covers the InferenceServices of
 `spec.namespaceRef`, or, with `spec.selector`, those of every namespace whose Namespace
 labels match (wherever the quota lives). A selector quota can thus span namespaces,
-and its gpuCount is shared by all of them: the unit the rule (quota_rule.py) runs
+and its gpuCount is shared by all of them: the unit the rule (rule.py) runs
 over is a *group*, the namespaces linked by the quotas covering them (most often one
 namespace under its namespaceRef quotas).
 

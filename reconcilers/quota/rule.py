@@ -19,7 +19,7 @@ service whose devices DRA has allocated: it is charged what its pods really hold
 `status.allocation.devicesPerPod` (ceil(allocatedDevices / allocatedPods), kept by the
 InferenceService while its pods are gone so that the charge does not flip back).
 
-Pure: no cache, no I/O. quota_index.py keeps the same answer up to date from events.
+Pure: no cache, no I/O. index.py keeps the same answer up to date from events.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Where the runtime finds the Model: the argument it is given, and the volumes behind it.
 
 One function, model_placement, decides the model argument for every source scheme (the
-runtime's flag or positional spelling is decided in runtimes.py):
+runtime's flag or positional spelling is decided in runtimes/command.py):
 
 - a hub repo (hf://org/repo[@rev], org/repo): the repo id; the runtime downloads it;
 - pvc://claim/path: the claim mounted read-only at /model-source, the path inside it;
