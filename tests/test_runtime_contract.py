@@ -248,6 +248,50 @@ OVERRIDE_VALUES: dict[str, dict[str, str | None]] = {
         "--spec-draft-p-min": "0.5",
     },
 }
+# extraArgs read as the parser reads them (issue 27 items 7, 13-16): abbreviations,
+# attached short values, a value missing at the end, options that exit 0 at start,
+# vLLM without an API server. Each is served with the option it resolves to, or refused.
+PARSER_READINGS: dict[str, list[list[str]]] = {
+    "vllm": [
+        ["--tensor-parallel", "1"],
+        ["--tensor-parallel", "2"],
+        ["--tensor-parallel=2"],
+        ["--max-model", "4096"],
+        ["-qawq"],
+        ["-q=awq"],
+        ["--quant", "awq"],  # ambiguous: --quantization, --quantization-config
+        ["--tensor-parallel-size"],
+        ["--enforce-eager", "--max-model-len"],
+        ["--help"],
+        ["-h"],
+        ["--headless"],
+        ["--api-server-count", "0"],
+        ["-asc", "0"],
+        ["--api-server-count", "1"],
+    ],
+    "sglang": [
+        ["--tp", "1"],
+        ["--tp", "2"],
+        ["--tp-s", "2"],
+        ["--tensor-parallel", "2"],
+        ["--context-len", "4096"],
+        ["--tp-size"],
+        ["--help"],
+    ],
+    "tgi": [
+        ["-p9000"],
+        ["-p=9000"],
+        ["--num-shard"],
+        ["--max-total-tokens", "4096", "--port"],
+    ],
+    "llamacpp": [
+        ["-fa"],
+        ["--ctx-size"],
+        *([s] for s in ("-h", "--help", "--usage", "--version", "-cl", "--cache-list")),
+        ["--completion-bash"],
+        ["--list-devices"],
+    ],
+}
 # Options of the runtime we never derive: they pass through untouched.
 FOREIGN_ARGS = {
     "vllm": ["--trust-remote-code", "--enforce-eager"],
@@ -337,6 +381,7 @@ def _overrides(runtime: str) -> Iterator[list[str]]:
             if spelling.startswith("--") and "-" in spelling[2:]:
                 yield [spelling[:2] + spelling[2:].replace("-", "_"), *([value] if value else [])]
     yield FOREIGN_ARGS[runtime]
+    yield from PARSER_READINGS[runtime]
 
 
 def specs() -> Iterator[tuple[str, Obj, Obj]]:
@@ -400,7 +445,8 @@ def _platform(image: str) -> str:
 def _startup_and_reach(runtime: str, parsed: Any, pod: Obj, members: int | None) -> list[str]:
     """What the release refuses after parsing, and a bind address no probe reaches."""
     container = pod["containers"][0]
-    errors = startup_errors(runtime, parsed, _platform(container["image"]), members)
+    serves_http = "readinessProbe" in container
+    errors = startup_errors(runtime, parsed, _platform(container["image"]), members, serves_http)
     for host in parsed.values.get("--hostname" if runtime == "tgi" else "--host") or []:
         if host and LOOPBACK.match(host):
             errors.append(f"binds {host}: probes and the Service cannot reach it")
@@ -618,7 +664,11 @@ def test_pinned_images_are_the_versions_the_options_files_describe() -> None:
         ("vllm", ["--model", "m", "-tp", "2", "--tensor-parallel-size", "2"], "given 2 times"),
         ("vllm", ["--model", "m", "--dtype", "fp64"], "bad value 'fp64'"),
         ("vllm", ["--model", "m", "--port"], "--port: missing value"),
-        ("sglang", ["--model-path", "m", "--tp", "2"], "unknown option '--tp'"),
+        ("sglang", ["--model-path", "m", "--tp", "2", "--tp-size", "2"], "given 2 times"),
+        ("vllm", ["--model", "m", "--quant", "awq"], "ambiguous option"),
+        ("vllm", ["--model", "m", "--tensor-parallel-size"], "missing value"),
+        ("tgi", ["--model-id", "m", "-p9000", "--port", "80"], "--port given 2 times"),
+        ("llamacpp", ["--model", "/m.gguf", "-ngl99"], "unknown option"),
         ("tgi", ["--model-id", "m", "--port", "80", "-p", "81"], "--port given 2 times"),
         ("tgi", ["--model-id", "m", "--model-id", "n"], "--model-id given 2 times"),
         ("tgi", ["--model-id", "m", "--host", "::"], "unknown option '--host'"),
