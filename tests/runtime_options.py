@@ -323,6 +323,15 @@ def startup_errors(
             dp = int(_last(parsed, "--data-parallel-size") or 1)
             if dp != members * local:
                 errors.append(f"--data-parallel-size {dp} != {members} members x {local}")
+    if runtime == "llamacpp" and platform != "cpu":
+        # b10068 src/llama-model.cpp make_gpu_buft_list: row split takes the backend's
+        # split buffer type, which only SYCL exports; llama-context.cpp: tensor split
+        # needs flash attention.
+        mode = _last(parsed, "--split-mode")
+        if mode == "row" and platform != "xpu":
+            errors.append("device CUDA0 does not support split buffers")
+        if mode == "tensor" and _last(parsed, "--flash-attn") in ("off", "disabled", "false", "0"):
+            errors.append("SPLIT_MODE_TENSOR requires flash_attn to be enabled")
     if runtime == "tgi":
         tokens, length = _last(parsed, "--max-input-tokens"), _last(parsed, "--max-input-length")
         if tokens is not None and length is not None:

@@ -402,6 +402,14 @@ def specs() -> Iterator[tuple[str, Obj, Obj]]:
                     m = {**model, "hardware": {**model["hardware"]}}
                     m["hardware"]["gpu"] = {**m["hardware"].get("gpu", {}), **fields}
                     yield runtime, m, base
+                    strategy = fields.get("sharding", {}).get("strategy")
+                    if strategy == "tensor":  # b10068's tensor split needs flash attention
+                        yield runtime, m, {**base, "flashAttention": False}
+                    if strategy == "row":  # row split: SYCL (the intel image) only
+                        gpu = {**m["hardware"]["gpu"], "vendor": "intel"}
+                        yield runtime, {**m, "hardware": {**m["hardware"], "gpu": gpu}}, base
+                for split in (["-sm", "row"], ["--split-mode", "tensor", "-fa", "off"]):
+                    yield runtime, model, {**base, "extraArgs": split}
         for model in _source_models(runtime, count, claims):
             yield runtime, model, base
             if runtime != "llamacpp":  # a user's --revision owns the option
@@ -439,7 +447,13 @@ def _platform(image: str) -> str:
     """vLLM's platform for the image the pod runs."""
     if "rocm" in image:
         return "rocm"
-    return "cpu" if "cpu" in image else "xpu" if "xpu" in image else "cuda"
+    if "xpu" in image or "intel" in image:
+        return "xpu"  # llama.cpp's intel image is its SYCL build
+    if "vulkan" in image:
+        return "vulkan"
+    if "cpu" in image or re.search(r":server-b\d+$", image):
+        return "cpu"
+    return "cuda"
 
 
 def _startup_and_reach(runtime: str, parsed: Any, pod: Obj, members: int | None) -> list[str]:
@@ -875,3 +889,73 @@ def test_the_model_validators_catch_what_a_runtime_rejects(
     pod: Obj = {"containers": [{"args": argv}], "volumes": []}
     errors = model_argument_errors(runtime, pod, parsed)
     assert any(error in e for e in errors), errors
+
+
+PARALLEL_WORDS = re.compile(r"parallel|^-tp|^--tp|^-dp|^--dp|^-pp|^--pp|shard|split|^-ts|^-sm")
+
+
+def _devices_wanted(runtime: str, parsed: Parsed) -> int:
+    """The devices one pod's argv makes the runtime use, read off the parsed argv."""
+
+    def n(*keys: str) -> int:
+        for key in keys:
+            value = parsed.values.get(key)
+            if value and value[-1] is not None:
+                return int(value[-1])
+        return 1
+
+    if runtime == "vllm":
+        return n("--tensor-parallel-size") * n("--pipeline-parallel-size") * n(
+            "--data-parallel-size-local", "--data-parallel-size"
+        )
+    if runtime == "sglang":
+        dp = 1 if parsed.values.get("--enable-dp-attention") else n("--dp-size")
+        return n("--tp-size") * n("--pp-size") * dp
+    if runtime == "tgi":
+        return n("--num-shard")
+    split = parsed.values.get("--tensor-split")
+    mode = parsed.values.get("--split-mode")
+    if mode and mode[-1] == "none":
+        return 1
+    return len(re.split(r"[,/]", str(split[-1]))) if split else 1
+
+
+def test_no_argv_asks_for_more_devices_than_the_claims_give() -> None:
+    """Issue 27 item 12: count beside claims that give fewer devices per pod (count 2 and
+    a 1-device template, count 4 beside a 2-device one, resources.gpu above the claim):
+    every argv that is not refused fits the devices the pod gets."""
+    groups = {rt: {name: f.spellings for name, f in FLAGS[rt].items()} for rt in FLAGS}
+    check = checkers(groups)
+    checked = refused = 0
+    failures = []
+    for runtime, model_spec, service_spec in specs():
+        gpu = model_spec.get("hardware", {}).get("gpu", {})
+        words = [*service_spec.get("extraArgs", []), *service_spec]
+        if (
+            not gpu.get("resourceClaims")
+            or service_spec.get("mode") != "chat"
+            or service_spec.get("multiNode")
+            or (len(service_spec) > 3 and not any(PARALLEL_WORDS.search(w) for w in words))
+        ):
+            continue
+        model = parse_model(model_spec)
+        for claimed in (1, 2):
+            for gpus in (None, 4):
+                spec = service_spec if gpus is None else {**service_spec, "resources": {"gpu": gpus}}
+                service = parse_inference_service(spec)
+                if rule_errors(service, model) or host_path_error(model.location, ROOTS):
+                    continue
+                arg = model_location(model, runtime, ROOTS).arg
+                if runtime_problems(service, model, arg, claimed):
+                    refused += 1
+                    continue
+                checked += 1
+                pod = pod_spec(ISVC, service, model, "m", claimed, roots=ROOTS)
+                parsed = check[runtime].parse(pod["containers"][0]["args"])
+                wanted = _devices_wanted(runtime, parsed)
+                if wanted > claimed:
+                    failures.append(f"{runtime} {spec} count {gpu.get('count')}: "
+                                    f"{wanted} devices on {claimed}")
+    assert not failures, "\n".join(failures[:20])
+    print(f"\nclaimed-devices contract: {checked} argv checked, {refused} refused")
+    assert checked > 500 and refused > 0, (checked, refused)
