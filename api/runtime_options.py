@@ -194,7 +194,7 @@ def resolve(runtime: str, args: tuple[str, ...]) -> Iterator[Option]:
             value = taken[0] if taken else None
         else:
             most = {"1": 1, "2": 2, "?": 1}.get(nargs)
-            taken = list(_values(parser, args, i, most))
+            taken = tuple(_values(parser, args, i, most))
             i += len(taken)
             missing = len(taken) < {"1": 1, "2": 2, "+": 1}.get(nargs, 0)
             value = taken[0] if taken else None

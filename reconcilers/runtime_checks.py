@@ -9,6 +9,7 @@ too; here also vLLM's per-platform quantization), no image for the accelerator.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from api import InferenceServiceSpec, ModelSpec, gpu_count
@@ -17,7 +18,7 @@ from api.runtime_values import VLLM_PLATFORM_QUANTIZATION, VLLM_VERSION
 
 from .gpu import sized_devices, uses_gpu
 from .images import image_for, missing_image_message, variant
-from .pod_checks import pod_field_problems
+from .pod_checks import MountedPath, pod_field_problems, unmounted_model_paths
 from .runtime_flags import int_value, normalize_user_args, user_args
 from .runtimes import MODE_FLAGS, RuntimeCommand, runtime_command
 
@@ -95,9 +96,11 @@ def runtime_problems(
     model_arg: str,
     claimed_devices: int | None = None,
     rt: RuntimeCommand | None = None,
+    mounts: Sequence[MountedPath] | None = None,
 ) -> list[Problem]:
     """What would stop the runtime or its pods; rt is the command already built from
-    the same arguments, if the caller has it."""
+    the same arguments, if the caller has it; mounts: the runtime container's mounts
+    (workload.runtime_mounts), to check the model paths extraArgs name."""
     runtime = service.runtime
     problems = []
     if image_for(model, service) is None:
@@ -146,6 +149,10 @@ def runtime_problems(
     problems += [
         Problem(INVALID_RUNTIME_CONFIG, m) for m in pod_field_problems(service, tuple(rt.args))
     ]
+    if mounts is not None:
+        problems += [
+            Problem(INVALID_RUNTIME_CONFIG, m) for m in unmounted_model_paths(service, mounts)
+        ]
     port = opts.value("--port")
     if port is not None and not (port.isdigit() and 0 < int(port) < 65536):
         problems.append(

@@ -191,7 +191,7 @@ def normalize_user_args(runtime: str, extra_args: tuple[str, ...]) -> tuple[str,
             out[opt.index] = f"{opt.option}={opt.value}"
     result: list[str] = []
     for i, word in enumerate(out):
-        result += split[i] if i in split else (word,)
+        result += split.get(i, (word,))
     return tuple(result)
 
 

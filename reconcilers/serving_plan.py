@@ -31,7 +31,7 @@ from .quota_index import namespace_allocations
 from .quota_rule import MIN_PRIORITY, VRAM_BYTES, Allocation
 from .runtime_checks import Problem, runtime_problems
 from .runtimes import RuntimeCommand, runtime_command
-from .workload import model_location
+from .workload import model_location, runtime_mounts
 
 # The devices per pod a Deployment's runtime was sized for from the claims (count absent).
 CLAIMED_ANNOTATION = "inference.llmkube.dev/claimed-devices"
@@ -116,7 +116,8 @@ def plan(
     command = runtime_command(
         service, model, model_arg, service.model_ref, claimed, mmproj=placement.mmproj
     )
-    problems = runtime_problems(service, model, model_arg, claimed, command)
+    mounts = runtime_mounts(placement, service)
+    problems = runtime_problems(service, model, model_arg, claimed, command, mounts)
     if service.multi_node is not None and facts.extended_class and not model.uses_claims:
         problems.insert(0, _multi_node_via_dra(model, facts.extended_class))
     queue = queue_name(isvc)

@@ -33,7 +33,7 @@ from reconcilers.images import VERSIONS
 from reconcilers.runtime_checks import INVALID_RUNTIME_CONFIG, Problem, runtime_problems
 from reconcilers.runtime_flags import CHOICES, FLAGS, normalize_user_args, user_args
 from reconcilers.runtimes import MODEL_OPTIONS
-from reconcilers.workload import build_member_pods, model_location, pod_spec
+from reconcilers.workload import build_member_pods, model_location, pod_spec, runtime_mounts
 from webhook.admission import verdict
 
 from .runtime_options import Checker, Parsed, checkers, startup_errors, validators, versions
@@ -285,6 +285,8 @@ PARSER_READINGS: dict[str, list[list[str]]] = {
         ["--max-total-tokens", "4096", "--port"],
     ],
     "llamacpp": [
+        ["--mmproj", "/models/mmproj.gguf"],  # no volume holds it (item 17)
+        ["-md", "/srv/draft.gguf"],
         ["-fa"],
         ["--ctx-size"],
         *([s] for s in ("-h", "--help", "--usage", "--version", "-cl", "--cache-list")),
@@ -472,8 +474,9 @@ def _refused(service: Any, model: Any) -> list[Problem] | None:
     runtime's problems ([] when refused for another rule), or None when it is served."""
     if rule_errors(service, model) or host_path_error(model.location, ROOTS):
         return []
-    arg = model_location(model, service.runtime, ROOTS).arg
-    return runtime_problems(service, model, arg) or None
+    placement = model_location(model, service.runtime, ROOTS)
+    mounts = runtime_mounts(placement, service)
+    return runtime_problems(service, model, placement.arg, mounts=mounts) or None
 
 
 # huggingface_hub.utils.validate_repo_id, which vLLM, SGLang (through transformers) and
@@ -584,7 +587,7 @@ def _check_pod(
             errors.append(f"llama.cpp -hf is not a hub repository: {argv}")
     elif runtime == "tgi" and str(parsed.values["--model-id"][0]).endswith(".gguf"):
         errors.append(f"TGI given a GGUF file: {argv}")
-    if len(given) == 1 and ours:
+    if len(given) == 1 and (ours or _model_value(runtime, parsed)[1].startswith("/")):
         errors += model_argument_errors(runtime, pod, parsed)
     ports = parsed.values.get("--port") or [None]
     if str(container["ports"][0]["containerPort"]) != ports[-1]:
@@ -905,8 +908,10 @@ def _devices_wanted(runtime: str, parsed: Parsed) -> int:
         return 1
 
     if runtime == "vllm":
-        return n("--tensor-parallel-size") * n("--pipeline-parallel-size") * n(
-            "--data-parallel-size-local", "--data-parallel-size"
+        return (
+            n("--tensor-parallel-size")
+            * n("--pipeline-parallel-size")
+            * n("--data-parallel-size-local", "--data-parallel-size")
         )
     if runtime == "sglang":
         dp = 1 if parsed.values.get("--enable-dp-attention") else n("--dp-size")
@@ -941,7 +946,9 @@ def test_no_argv_asks_for_more_devices_than_the_claims_give() -> None:
         model = parse_model(model_spec)
         for claimed in (1, 2):
             for gpus in (None, 4):
-                spec = service_spec if gpus is None else {**service_spec, "resources": {"gpu": gpus}}
+                spec = (
+                    service_spec if gpus is None else {**service_spec, "resources": {"gpu": gpus}}
+                )
                 service = parse_inference_service(spec)
                 if rule_errors(service, model) or host_path_error(model.location, ROOTS):
                     continue
@@ -954,8 +961,9 @@ def test_no_argv_asks_for_more_devices_than_the_claims_give() -> None:
                 parsed = check[runtime].parse(pod["containers"][0]["args"])
                 wanted = _devices_wanted(runtime, parsed)
                 if wanted > claimed:
-                    failures.append(f"{runtime} {spec} count {gpu.get('count')}: "
-                                    f"{wanted} devices on {claimed}")
+                    failures.append(
+                        f"{runtime} {spec} count {gpu.get('count')}: {wanted} devices on {claimed}"
+                    )
     assert not failures, "\n".join(failures[:20])
     print(f"\nclaimed-devices contract: {checked} argv checked, {refused} refused")
     assert checked > 500 and refused > 0, (checked, refused)
