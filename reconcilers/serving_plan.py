@@ -99,7 +99,7 @@ def plan(
     admitted = allocation.admitted_replicas if allocation else service.wanted_replicas
     # Under a quota, what it charges (DRA's allocation may differ from the count).
     per_replica = allocation.gpus_per_replica if allocation else replica_charge(model, service)
-    # Count wins (the guide); without it the claims size the runtime.
+    # count sizes the runtime up to the devices the claims give per pod (gpu.sized_devices).
     claimed = (demand.total or None) if demand is not None else None
     resolved = Condition(
         c.MODEL_RESOLVED,
@@ -272,9 +272,11 @@ def _kept_demand(live: Obj | None, demand: dra.DeviceDemand) -> dra.DeviceDemand
 def device_count_condition(
     count: int, demand: dra.DeviceDemand, missing: list[str] | None = None
 ) -> Condition:
-    """How the runtime is sized against what the claims ask for: count wins (the guide)."""
+    """How the runtime is sized against what the claims ask for (gpu.sized_devices)."""
     if missing:
-        if count:
+        if count and demand.total and demand.total < count:
+            kept = f"kept at the {demand.total} device(s) its pods get"
+        elif count:
             kept = f"sized for count ({count})"
         else:
             kept = f"kept at {demand.total} device(s)" if demand.total else "not sized from them"
