@@ -179,7 +179,9 @@ def normalize_user_args(runtime: str, extra_args: tuple[str, ...]) -> tuple[str,
     split: dict[int, tuple[str, str]] = {}
     for opt in resolve(runtime, extra_args):
         word = extra_args[opt.index]
-        if opt.option is None:
+        if opt.option is None or "." in opt.name or (runtime == "vllm" and word[:2] == "-O"):
+            # unknown (refused), vLLM's `--x.key v` (a part of JSON --x) and `-O3`: as
+            # written, underscores read as the parser reads them
             if word.startswith("--"):
                 out[opt.index] = option_name(runtime, word) + word[len(word.partition("=")[0]) :]
             continue

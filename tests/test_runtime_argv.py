@@ -152,6 +152,13 @@ def test_13_an_argparse_abbreviation_replaces_ours_and_counts() -> None:
     assert args.count("--tp-size") + args.count("--tensor-parallel-size=2") == 1, args
 
 
+def test_13_vllm_json_parts_and_optimization_levels_pass_as_written() -> None:
+    extra = ["--compilation-config.mode", "3", "-O3", "--tensor-parallel", "1"]
+    args = argv(model(), "vllm", extraArgs=extra)
+    assert args[-5:] == ["--compilation-config.mode", "3", "-O3", "--tensor-parallel-size", "1"]
+    assert problems(model(), "vllm", extraArgs=extra) == []
+
+
 def test_13_an_abbreviated_value_is_checked_naming_the_full_spelling() -> None:
     errors = runtime_arg_errors(
         parse_inference_service(
