@@ -326,12 +326,13 @@ def _multi_node(service: InferenceServiceSpec, settings: dict[str, Setting]) -> 
         )
 
 
-def _vllm_api_server(args: tuple[str, ...]) -> Iterator[str]:
+def _vllm_api_server(service: InferenceServiceSpec) -> Iterator[str]:
     """vLLM serves HTTP only without --headless and with --api-server-count >= 1
     (`vllm serve` runs headless otherwise). extraArgs reach every pod, the single one
-    and a multiNode group's rank 0 too, whose probes and Service need the API server
-    (the members after rank 0 get --headless from us)."""
-    for opt in resolve("vllm", args):
+    and a multiNode group's rank 0 too, whose probes and Service need the API server.
+    The members after rank 0 get --headless from us, which vLLM refuses beside an
+    explicit --api-server-count of 1 or more."""
+    for opt in resolve("vllm", service.extra_args):
         where = f"spec.extraArgs[{opt.index}]"
         if opt.option == "--headless":
             yield (
@@ -347,6 +348,12 @@ def _vllm_api_server(args: tuple[str, ...]) -> Iterator[str]:
                 yield (
                     f"spec.extraArgs[{opt.value_index}]: {opt.option} {count} starts no API "
                     "server (vLLM then runs headless): the probes would never pass"
+                )
+            elif service.multi_node is not None:
+                yield (
+                    f"spec.extraArgs[{opt.value_index}]: {opt.option} {count}: the multiNode "
+                    "members after rank 0 run --headless, and vLLM exits on "
+                    "'--api-server-count cannot be used with --headless'"
                 )
 
 
@@ -365,7 +372,7 @@ def runtime_arg_errors(service: InferenceServiceSpec) -> list[str]:
         errors += _tgi_limits(settings)
     if runtime == "vllm":
         errors += _multi_node(service, settings)
-        errors += _vllm_api_server(service.extra_args)
+        errors += _vllm_api_server(service)
     if runtime == "llamacpp":
         errors += _llamacpp_cache(service)
     return errors

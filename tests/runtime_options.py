@@ -297,6 +297,11 @@ def startup_errors(
             for count in parsed.values.get(key) or []:
                 if count is not None and int(count) < 1:
                     errors.append(f"{key} {count}: no API server on a pod the probes need")
+    if runtime == "vllm" and parsed.values.get("--headless"):
+        for key in ("--api-server-count", "-asc"):
+            for count in parsed.values.get(key) or []:
+                if count is not None and int(count) > 0:
+                    errors.append(f"--api-server-count={count} cannot be used with --headless")
     if runtime == "vllm":
         v = validators()
         quant = _last(parsed, "--quantization")

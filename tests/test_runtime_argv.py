@@ -238,6 +238,13 @@ def test_16_vllm_without_an_api_server_is_refused(extra: list[str], multi_node: 
     assert problems(model(), "vllm", extraArgs=["--api-server-count", "2"]) == []
 
 
+def test_16_an_api_server_count_beside_our_headless_members_is_refused() -> None:
+    spec: Obj = {"extraArgs": ["-asc", "1"], "multiNode": TWO}
+    refused = problems(model(), "vllm", **spec)
+    assert any("spec.extraArgs[1]: -asc 1" in p and "--headless" in p for p in refused), refused
+    assert "spec.extraArgs[1]: -asc 1" in webhook("vllm", **spec)
+
+
 # -- 17. A model path no volume provides ----------------------------------------------
 
 

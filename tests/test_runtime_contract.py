@@ -523,6 +523,25 @@ def _mounted(pod: Obj, container: Obj, path: str) -> str | None:
     return best["name"] if best else None
 
 
+def _file_errors(pod: Obj, container: Obj, path: str) -> list[str]:
+    """A file the runtime opens at start must be on a volume of the pod; on an emptyDir
+    only the loader's files are there (each named in its env)."""
+    volume = _mounted(pod, container, path)
+    volumes = {v["name"]: v for v in pod.get("volumes") or []}
+    if volume is None or volume not in volumes:
+        return [f"{path!r} is on no volume of the pod"]
+    mount = next(m for m in container["volumeMounts"] if m["name"] == volume)
+    relative = path[len(mount["mountPath"]) :].lstrip("/")
+    loader_env = [
+        str(e.get("value") or "")
+        for c in pod.get("initContainers") or []
+        for e in c.get("env") or []
+    ]
+    if "emptyDir" in volumes[volume] and not any(relative in v for v in loader_env):
+        return [f"{path!r} is on an empty volume no loader fills"]
+    return []
+
+
 def model_argument_errors(runtime: str, pod: Obj, parsed: Parsed) -> list[str]:
     """The runtime's validators past its parser, on the model argument: a path must exist
     in the container (a volume, filled before start), anything else must be a repo id the
@@ -589,6 +608,11 @@ def _check_pod(
         errors.append(f"TGI given a GGUF file: {argv}")
     if len(given) == 1 and (ours or _model_value(runtime, parsed)[1].startswith("/")):
         errors += model_argument_errors(runtime, pod, parsed)
+    if runtime == "llamacpp":
+        for key in ("--mmproj", "--model-draft"):
+            for path in parsed.values.get(key) or []:
+                if path and path.startswith("/"):
+                    errors += _file_errors(pod, container, path)
     ports = parsed.values.get("--port") or [None]
     if str(container["ports"][0]["containerPort"]) != ports[-1]:
         errors.append(f"containerPort {container['ports'][0]['containerPort']} != --port {ports}")
