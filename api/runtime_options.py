@@ -3,17 +3,24 @@
 api/data/runtime_options.json (scripts/runtime-spellings.py writes it) lists every
 spelling by the values it takes: vLLM, SGLang and TGI off their pinned releases'
 parsers (tests/data/runtime-options), llama.cpp off the pinned llama-server's `--help`.
-The walk reads argv as each parser does, so an option the runtime would exit on
-("unrecognized arguments", "invalid argument") is refused before a pod is made:
+`resolve` reads argv as each parser does: which option each word is (an abbreviation
+resolved to its full spelling, an attached value split off), the value it takes and
+whether that value is missing. So an option the runtime would exit on ("unrecognized
+arguments", "invalid argument", "expected one argument") is refused before a pod is
+made, and the reconciler and the webhook read a user's option as the runtime will:
 
-- argparse (vLLM, SGLang): `--x=v`; `-qV` (a two-character short with its value
-  attached); any unique prefix of a long option (allow_abbrev, on in both); a word
-  with a space or a negative number is a value, never an option. vLLM's parser also
-  reads `--a_b` as `--a-b`, `--x.key v` as a part of the JSON option `--x`, `-O3`.
+- argparse (vLLM, SGLang): the exact spelling; `--x=v` and `-q=v`; `-qV` (a
+  two-character short with its value attached); any unique prefix of a long option
+  (allow_abbrev, on in both; two or more candidates: "ambiguous option"); a word with a
+  space or a negative number is a value, never an option, and an option's value is
+  never a word that looks like an option. vLLM's parser also reads `--a_b` as `--a-b`,
+  `--x.key v` as a part of the JSON option `--x`, `-O3`.
 - clap (TGI): `--x=v`, `-pV` / `-p=V`; no abbreviations.
-- llama.cpp: exact spellings (`--a_b` read as `--a-b`); an option taking a value takes
-  the next word whatever it is. `--x=v` is no spelling: the reconciler writes it as two
-  words when --x takes one value (reconcilers.runtime_flags), else it is refused.
+- llama.cpp (common_params_parse at b10068): exact spellings (`--a_b` read as `--a-b`),
+  no attached values (`-c4096` is no option); an option taking a value takes the next
+  word whatever it is ("expected value for argument" when there is none). `--x=v` is no
+  spelling: the reconciler writes it as two words when --x takes one value
+  (reconcilers.runtime_flags), else it is refused.
 """
 
 from __future__ import annotations
