@@ -168,6 +168,9 @@ def runtime_problems(
         ]
     gpus = pod_gpus(model, service, claimed_devices)
     wanted, how = parallelism(runtime, rt, service.multi_node is not None)
+    extra = user_args(runtime, normalize_user_args(runtime, service.extra_args))
+    if runtime == "llamacpp" and model.gpu.layer_split and "--tensor-split" not in extra:
+        how += f" (Model {service.model_ref!r} spec.hardware.gpu.sharding.layerSplit)"
     if gpus and wanted > gpus:
         problems.append(
             Problem(

@@ -133,6 +133,18 @@ def test_12_llamacpp_gets_no_more_tensor_split_parts_than_its_claims_give() -> N
     m = model(4, GGUF, resourceClaims=[{"name": "g", "resourceClaimTemplateName": "t"}])
     assert value(argv(m, "llamacpp", claimed=2), "--tensor-split") == "1,1"
     assert "--tensor-split" not in argv(m, "llamacpp", claimed=1)
+    # layerSplit is the user's own split: more ranges than the pod's devices is refused.
+    ranges = ["0-9", "10-19", "20-29", "30-39"]
+    m = model(
+        4,
+        GGUF,
+        resourceClaims=[{"name": "g", "resourceClaimTemplateName": "t"}],
+        sharding={"layerSplit": ranges},
+    )
+    refused = problems(m, "llamacpp", claimed=2)
+    said = "4 --tensor-split parts (Model 'm' spec.hardware.gpu.sharding.layerSplit)"
+    assert any(said in p and "gets 2" in p for p in refused), refused
+    assert problems(m, "llamacpp", claimed=4) == []
 
 
 # -- 13. Abbreviations read as the option they abbreviate ------------------------------
