@@ -14,7 +14,7 @@ from .autoscaling import Autoscaling, parse_autoscaling
 from .common import CONDITIONS, ENV, LABELS, LOCAL_REF, SECRET_KEY_REF, TOLERATIONS
 from .errors import InvalidSpec
 from .model import MAX_GPU_COUNT, ModelSpec
-from .podfields import PodFields, parse_pod_fields
+from .podfields import ROPE_FACTOR_PATTERN, PodFields, parse_pod_fields
 from .schema import (
     Array,
     Bool,
@@ -217,7 +217,9 @@ SPEC = Object(
         "ropeScaling": Object(
             fields={
                 "type": Str(enum=("none", "linear", "yarn")),
-                "factor": Num(minimum=0, exclusive_minimum=True),
+                # LLMKube's shape: a decimal string (no float pitfalls), llama.cpp's
+                # --rope-scale value as written.
+                "factor": Str(pattern=ROPE_FACTOR_PATTERN),
                 "originalContext": Int(minimum=1),
             }
         ),

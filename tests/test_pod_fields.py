@@ -50,7 +50,7 @@ FIELDS = f"""
   podSecurityContext: {{fsGroup: 1000}}
   securityContext: {{runAsNonRoot: true}}
   revisionHistoryLimit: 2
-  ropeScaling: {{type: yarn, factor: 4.0, originalContext: 32768}}
+  ropeScaling: {{type: yarn, factor: "4.0", originalContext: 32768}}
   speculativeDecoding: {{type: mtp, nDraftMax: 3, pMin: 0.75}}
 """
 
@@ -86,7 +86,8 @@ async def test_pod_fields_reach_the_pod_and_the_runtime(
     # containerPort is where the runtime listens, so the port, probes and Service follow.
     assert flag(args, "--port") == "9000" and c["ports"][0]["containerPort"] == 9000
     assert flag(args, "--host") == "10.1.2.3"
-    assert (flag(args, "--rope-scaling"), flag(args, "--rope-scale")) == ("yarn", "4")
+    # LLMKube's factor is a decimal string, llama.cpp's --rope-scale value as written.
+    assert (flag(args, "--rope-scaling"), flag(args, "--rope-scale")) == ("yarn", "4.0")
     assert flag(args, "--yarn-orig-ctx") == "32768"
     assert flag(args, "--spec-type") == "draft-mtp"  # LLMKube's alias mtp
     assert (flag(args, "--spec-draft-n-max"), flag(args, "--spec-draft-p-min")) == ("3", "0.75")
@@ -186,6 +187,18 @@ async def test_rope_scaling_on_a_runtime_that_ignores_it_is_reported(
         (
             {"maxPodLifetimeSeconds": 60, "disruption": {"protectAlways": True}},
             "spec.maxPodLifetimeSeconds: pods cannot be recycled while",
+        ),
+        (
+            {"ropeScaling": {"type": "yarn", "factor": 2.0}},
+            "spec.ropeScaling.factor: must be a string",
+        ),
+        (
+            {"ropeScaling": {"type": "yarn", "factor": "2.0\n"}},
+            "spec.ropeScaling.factor: '2.0\\n'",
+        ),
+        (
+            {"ropeScaling": {"type": "yarn", "factor": "0.0"}},
+            "spec.ropeScaling.factor: must be above 0",
         ),
         ({"speculativeDecoding": {"type": "eagle"}}, "spec.speculativeDecoding.type: 'eagle'"),
         (
