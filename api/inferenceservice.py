@@ -78,6 +78,10 @@ def _partitioned_profile(sharing: dict[str, Any]) -> bool:
     return sharing.get("mode") != "partitioned" or bool(sharing.get("profile"))
 
 
+def _memory_limit_shared(sharing: dict[str, Any]) -> bool:
+    return "memoryLimitGiB" not in sharing or sharing.get("mode") == "shared"
+
+
 def _quantized_v_with_flash_attention(spec: dict[str, Any]) -> bool:
     """llama.cpp exits on a quantized V cache with flash attention off ("quantized V
     cache requires flash_attn"); unset (auto) turns it on where the device can."""
@@ -196,6 +200,12 @@ SPEC = Object(
                             "!has(self.mode) || self.mode != 'partitioned' || has(self.profile)",
                             "partitioned needs a profile (e.g. 1g.10gb)",
                             _partitioned_profile,
+                        ),
+                        Rule(
+                            "!has(self.memoryLimitGiB) || "
+                            "(has(self.mode) && self.mode == 'shared')",
+                            "memoryLimitGiB is only valid when mode is shared",
+                            _memory_limit_shared,
                         ),
                     ),
                 ),

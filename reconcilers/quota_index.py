@@ -49,6 +49,7 @@ from .quota_rule import (
     consume,
     floors_of,
     limits_of,
+    vram_per_replica,
 )
 
 Quotas = dict[str, tuple[Obj, GPUQuotaSpec]]  # quota key -> (object, spec)
@@ -132,7 +133,7 @@ def demand_for(cache: Cache, isvc: Obj, covering: tuple[str, ...]) -> Demand | N
         covering,
         allocated_devices(isvc)[0] if model.uses_claims else 0,
         namespace,
-        vram_per_replica=model.gpu.memory_bytes * charge,
+        vram_per_replica=vram_per_replica(model, service, charge),
         priority=service.priority,
     )
 
