@@ -198,6 +198,13 @@ def _add_run_flags(run: argparse.ArgumentParser) -> None:
         "(hostPath, read-only); default none: such sources are refused (SourceNotAllowed)",
     )
     run.add_argument(
+        "--allow-any-extra-volume-host-path",
+        action="store_true",
+        default=_env("ALLOW_ANY_EXTRA_VOLUME_HOST_PATH", "false") == "true",
+        help="let InferenceServices' extraVolumes mount any hostPath (default: only under "
+        "--allowed-host-path-roots; others are refused, SourceNotAllowed)",
+    )
+    run.add_argument(
         "--model-cache",
         choices=("enabled", "disabled"),
         default=_env("MODEL_CACHE", "disabled"),
@@ -293,8 +300,16 @@ def manager_for(client: KubeClient, args: argparse.Namespace) -> Manager:
         storage_class=args.model_cache_storage_class or None,
         access_mode=args.model_cache_access_mode,
     )
+    any_host_path: bool = args.allow_any_extra_volume_host_path
     manager = Manager(
-        client, config, reconcilers=reconcilers(KueueSettings(mappings), roots, cache_settings)
+        client,
+        config,
+        reconcilers=reconcilers(
+            KueueSettings(mappings),
+            roots,
+            cache_settings,
+            allow_any_extra_volume_host_path=any_host_path,
+        ),
     )
     bind_domain_metrics(manager)
     if args.webhook_port:
@@ -305,6 +320,7 @@ def manager_for(client: KubeClient, args: argparse.Namespace) -> Manager:
                 args.webhook_port,
                 lookup=lambda ns, name: cache.get(MODEL, ns, name),
                 roots=roots,
+                any_host_path=any_host_path,
             )
         )
     # The probe server also answers /metrics; a different address gets a server of its own.

@@ -19,11 +19,13 @@ def reconcilers(
     kueue: KueueSettings | None = None,
     allowed_host_path_roots: tuple[str, ...] = (),
     model_cache: CacheSettings | None = None,
+    allow_any_extra_volume_host_path: bool = False,
 ) -> list[ReconcilerFactory]:
     """Model, InferenceService and GPUQuota, sharing one Context (one Event recorder and
     status writer) per manager. kueue: the deviceClassMappings Kueue is configured with;
     allowed_host_path_roots: where host-path Model sources may come from; model_cache:
-    the cache PVC settings."""
+    the cache PVC settings; allow_any_extra_volume_host_path: hostPath volumes in
+    extraVolumes outside those roots too."""
     shared: dict[int, Context] = {}
 
     def context(client: KubeClient, cache: Cache, recorder: EventRecorder) -> Context:
@@ -34,6 +36,7 @@ def reconcilers(
                 recorder=recorder,
                 allowed_host_path_roots=allowed_host_path_roots,
                 model_cache=model_cache,
+                allow_any_extra_volume_host_path=allow_any_extra_volume_host_path,
             )
         return shared[id(cache)]
 

@@ -23,6 +23,9 @@ class Context:
     allowed_host_path_roots: tuple[str, ...] = field(default=())
     # --model-cache-*: the cache PVC loaders fill (reconcilers/model_cache.py).
     model_cache: CacheSettings = field(default_factory=CacheSettings)
+    # --allow-any-extra-volume-host-path: hostPath volumes in extraVolumes anywhere
+    # (default: only under allowed_host_path_roots, api/volumes.py).
+    allow_any_extra_volume_host_path: bool = False
 
     @classmethod
     def create(
@@ -32,6 +35,7 @@ class Context:
         recorder: EventRecorder | None = None,
         allowed_host_path_roots: tuple[str, ...] = (),
         model_cache: CacheSettings | None = None,
+        allow_any_extra_volume_host_path: bool = False,
     ) -> Context:
         recorder = recorder or EventRecorder(client)
         return cls(
@@ -41,4 +45,5 @@ class Context:
             StatusWriter(client, recorder),
             allowed_host_path_roots,
             model_cache or CacheSettings(),
+            allow_any_extra_volume_host_path=allow_any_extra_volume_host_path,
         )

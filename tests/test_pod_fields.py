@@ -45,7 +45,7 @@ FIELDS = f"""
   probeOverrides:
     readiness: {READINESS}
   skipModelInit: true
-  extraVolumes: [{{name: weights, hostPath: {{path: /srv/models}}}}]
+  extraVolumes: [{{name: weights, persistentVolumeClaim: {{claimName: weights}}}}]
   extraVolumeMounts: [{{name: weights, mountPath: /models, readOnly: true}}]
   podSecurityContext: {{fsGroup: 1000}}
   securityContext: {{runAsNonRoot: true}}
@@ -95,7 +95,7 @@ async def test_pod_fields_reach_the_pod_and_the_runtime(
     assert c["startupProbe"]["httpGet"] == {"path": "/health", "port": "http"}  # not overridden
     # skipModelInit: no loader and no model volume; the user's volume is at /models.
     assert "initContainers" not in pod
-    assert pod["volumes"] == [{"name": "weights", "hostPath": {"path": "/srv/models"}}]
+    assert pod["volumes"] == [{"name": "weights", "persistentVolumeClaim": {"claimName": "weights"}}]
     assert c["volumeMounts"] == [{"name": "weights", "mountPath": "/models", "readOnly": True}]
     assert pod["securityContext"] == {"fsGroup": 1000}
     assert c["securityContext"] == {"runAsNonRoot": True}

@@ -1,13 +1,18 @@
-"""Serving pods hardened by default, over HTTP on the test server: opaque fields nested
-without bound are refused, not fed to every later reader of the pod spec."""
+"""Serving pods hardened by default, over HTTP on the test server: hostPath volumes in
+extraVolumes only under the operator's host-path roots, and opaque fields nested without
+bound refused, not fed to every later reader of the pod spec."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
 
+import pytest
+
+from app.controllers import reconcilers
 from app.manifests import apply_text
 from controller.kube import KubeClient
-from controller.manager import Manager
+from controller.manager import Manager, ManagerConfig
 from controller.resources import DEPLOYMENT, INFERENCE_SERVICE
 from objtypes import Obj
 from reconcilers.apply import contains
@@ -83,3 +88,79 @@ async def test_a_deeply_nested_extra_volume_is_refused_naming_it_and_work_goes_o
     assert found["status"]["phase"] == "Failed"
     await deployment(kube, "fine")
     assert await kube.get(DEPLOYMENT, "default", "deep") is None
+
+
+async def running(kube: KubeClient, **settings: Any) -> Manager:
+    config = ManagerConfig(http_port=0, http_host="127.0.0.1", workers=2, watch_timeout=30)
+    manager = Manager(kube, config, reconcilers=reconcilers(**settings))
+    await manager.start()
+    await manager.wait_synced()
+    return manager
+
+
+@pytest.fixture
+async def rooted(kube: KubeClient) -> AsyncIterator[Manager]:
+    """A controller whose operator allows host paths under /srv/models only."""
+    manager = await running(kube, allowed_host_path_roots=("/srv/models",))
+    yield manager
+    await manager.stop()
+
+
+def host_volume(path: str, name: str = "host") -> Obj:
+    return {"name": name, "hostPath": {"path": path}}
+
+
+async def test_host_path_volumes_are_refused_without_roots(
+    kube: KubeClient, controller: Manager
+) -> None:
+    """The default operator allows no host path: a node's /etc (or its container runtime
+    socket) is not an InferenceService author's to mount."""
+    await apply_text(kube, GGUF_MODEL)
+    volumes = [{"name": "scratch", "emptyDir": {}}, host_volume("/etc")]
+    await kube.create(INFERENCE_SERVICE, isvc("s", extraVolumes=volumes))
+    found = await wait_condition(kube, INFERENCE_SERVICE, "s", "Ready", "False", "SourceNotAllowed")
+    message = condition(found, "Ready")["message"]  # type: ignore[index]
+    assert message.startswith("spec.extraVolumes[1].hostPath.path: '/etc' is a host path"), message
+    assert "--allowed-host-path-roots" in message and found["status"]["phase"] == "Failed"
+    assert await kube.get(DEPLOYMENT, "default", "s") is None
+
+
+async def test_host_path_volumes_only_under_the_operators_roots(
+    kube: KubeClient, rooted: Manager
+) -> None:
+    await apply_text(kube, GGUF_MODEL)
+    inside = [host_volume("/srv/models/llama")]
+    await kube.create(INFERENCE_SERVICE, isvc("inside", extraVolumes=inside))
+    dep = await deployment(kube, "inside")
+    assert host_volume("/srv/models/llama") in dep["spec"]["template"]["spec"]["volumes"]
+    for name, path in (("sibling", "/srv/models-evil"), ("climb", "/srv/models/../../etc")):
+        await kube.create(INFERENCE_SERVICE, isvc(name, extraVolumes=[host_volume(path)]))
+        found = await wait_condition(
+            kube, INFERENCE_SERVICE, name, "Ready", "False", "SourceNotAllowed"
+        )
+        message = condition(found, "Ready")["message"]  # type: ignore[index]
+        assert message.startswith(f"spec.extraVolumes[0].hostPath.path: {path!r}"), message
+        assert await kube.get(DEPLOYMENT, "default", name) is None
+
+
+async def test_any_host_path_when_the_operator_allows_it(kube: KubeClient) -> None:
+    manager = await running(kube, allow_any_extra_volume_host_path=True)
+    try:
+        await apply_text(kube, GGUF_MODEL)
+        await kube.create(INFERENCE_SERVICE, isvc("s", extraVolumes=[host_volume("/var/data")]))
+        dep = await deployment(kube, "s")
+        assert host_volume("/var/data") in dep["spec"]["template"]["spec"]["volumes"]
+    finally:
+        await manager.stop()
+
+
+def test_the_webhook_refuses_host_path_volumes_outside_the_roots() -> None:
+    def check(path: str, roots: tuple[str, ...] = (), any_path: bool = False) -> tuple[bool, str]:
+        spec = {"modelRef": "m", "extraVolumes": [host_volume(path)]}
+        return verdict(admission_request("InferenceService", spec), None, roots, any_path)
+
+    allowed, message = check("/var/lib/kubelet")
+    assert not allowed and message.startswith("spec.extraVolumes[0].hostPath.path: '/var/lib")
+    assert check("/srv/models/a", ("/srv/models",)) == (True, "")
+    assert not check("/srv/modelsX", ("/srv/models",))[0]
+    assert check("/var/lib/kubelet", any_path=True) == (True, "")
