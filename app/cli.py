@@ -26,6 +26,7 @@ from controller.manager import DEFAULT_WORKERS, Manager, ManagerConfig
 from controller.resources import MODEL
 from reconcilers.kueue import KueueSettings, parse_mappings
 from reconcilers.model_cache_settings import ACCESS_MODES, MODES, CacheSettings
+from reconcilers.pod_security import DEFAULT_FS_GROUP
 
 from .controllers import reconcilers
 from .servers import bind_domain_metrics, metrics_runnable, webhook_runnable
@@ -67,6 +68,13 @@ def host_path_roots(value: str) -> tuple[str, ...]:
         if not root.startswith("/") or ".." in root.split("/"):
             raise argparse.ArgumentTypeError(f"{root!r} is not an absolute path without '..'")
     return roots
+
+
+def fs_group(value: str) -> int:
+    """--default-fsgroup: a group id, 0 for none."""
+    if not value.isdigit() or int(value) > 2**31 - 1:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a group id (0 for none)")
+    return int(value)
 
 
 def bind_address(value: str) -> tuple[str, int] | None:
@@ -205,6 +213,15 @@ def _add_run_flags(run: argparse.ArgumentParser) -> None:
         "--allowed-host-path-roots; others are refused, SourceNotAllowed)",
     )
     run.add_argument(
+        "--default-fsgroup",
+        type=fs_group,
+        default=fs_group(_env("DEFAULT_FSGROUP", str(DEFAULT_FS_GROUP))),
+        metavar="GID",
+        help="fsGroup of the serving and prefetch pods whose podSecurityContext sets none "
+        f"(LLMKube's flag; default {DEFAULT_FS_GROUP}, the loader image's group; 0: none, "
+        "e.g. where OpenShift's SCC assigns one)",
+    )
+    run.add_argument(
         "--model-cache",
         choices=("enabled", "disabled"),
         default=_env("MODEL_CACHE", "disabled"),
@@ -309,6 +326,7 @@ def manager_for(client: KubeClient, args: argparse.Namespace) -> Manager:
             roots,
             cache_settings,
             allow_any_extra_volume_host_path=any_host_path,
+            default_fs_group=args.default_fsgroup,
         ),
     )
     bind_domain_metrics(manager)

@@ -13,6 +13,7 @@ from reconcilers.inferenceservice import InferenceServiceReconciler
 from reconcilers.kueue import KueueSettings
 from reconcilers.model import ModelReconciler
 from reconcilers.model_cache_settings import CacheSettings
+from reconcilers.pod_security import DEFAULT_FS_GROUP
 
 
 def reconcilers(
@@ -20,12 +21,14 @@ def reconcilers(
     allowed_host_path_roots: tuple[str, ...] = (),
     model_cache: CacheSettings | None = None,
     allow_any_extra_volume_host_path: bool = False,
+    default_fs_group: int = DEFAULT_FS_GROUP,
 ) -> list[ReconcilerFactory]:
     """Model, InferenceService and GPUQuota, sharing one Context (one Event recorder and
     status writer) per manager. kueue: the deviceClassMappings Kueue is configured with;
     allowed_host_path_roots: where host-path Model sources may come from; model_cache:
     the cache PVC settings; allow_any_extra_volume_host_path: hostPath volumes in
-    extraVolumes outside those roots too."""
+    extraVolumes outside those roots too; default_fs_group: the fsGroup of pods whose
+    podSecurityContext sets none (0: none)."""
     shared: dict[int, Context] = {}
 
     def context(client: KubeClient, cache: Cache, recorder: EventRecorder) -> Context:
@@ -37,6 +40,7 @@ def reconcilers(
                 allowed_host_path_roots=allowed_host_path_roots,
                 model_cache=model_cache,
                 allow_any_extra_volume_host_path=allow_any_extra_volume_host_path,
+                default_fs_group=default_fs_group,
             )
         return shared[id(cache)]
 

@@ -9,6 +9,7 @@ from controller.events import EventRecorder
 from controller.kube import KubeClient
 
 from .model_cache_settings import CacheSettings
+from .pod_security import DEFAULT_FS_GROUP
 from .status import StatusWriter
 
 
@@ -26,6 +27,8 @@ class Context:
     # --allow-any-extra-volume-host-path: hostPath volumes in extraVolumes anywhere
     # (default: only under allowed_host_path_roots, api/volumes.py).
     allow_any_extra_volume_host_path: bool = False
+    # --default-fsgroup: the fsGroup of pods whose podSecurityContext sets none (0: none).
+    default_fs_group: int = DEFAULT_FS_GROUP
 
     @classmethod
     def create(
@@ -36,6 +39,7 @@ class Context:
         allowed_host_path_roots: tuple[str, ...] = (),
         model_cache: CacheSettings | None = None,
         allow_any_extra_volume_host_path: bool = False,
+        default_fs_group: int = DEFAULT_FS_GROUP,
     ) -> Context:
         recorder = recorder or EventRecorder(client)
         return cls(
@@ -46,4 +50,5 @@ class Context:
             allowed_host_path_roots,
             model_cache or CacheSettings(),
             allow_any_extra_volume_host_path=allow_any_extra_volume_host_path,
+            default_fs_group=default_fs_group,
         )

@@ -20,6 +20,7 @@ from .context import Context
 from .delivery import Delivery
 from .loader import Store, loader_for
 from .model_cache import SHARED_CLAIM, ClaimMaker, shared_claim
+from .pod_security import DEFAULT_FS_GROUP, harden
 from .workload import MANAGED_BY, MANAGER, MODEL_LABEL
 
 BACKOFF_LIMIT = 3
@@ -30,7 +31,9 @@ def job_name(name: str, model: ModelSpec) -> str:
     return f"{name[:40]}-prefetch-{model.cache_key[:8]}"
 
 
-def build_job(obj: Obj, model: ModelSpec) -> Obj:
+def build_job(obj: Obj, model: ModelSpec, fs_group: int = DEFAULT_FS_GROUP) -> Obj:
+    """fs_group: the operator's --default-fsgroup; the pod is hardened as a serving pod
+    (pod_security.py), with the cache prep before the loader."""
     meta = obj["metadata"]
     loading = loader_for(model, Store(SHARED_CLAIM))
     assert loading is not None, "only a Model a loader stages is prefetched"
@@ -42,6 +45,7 @@ def build_job(obj: Obj, model: ModelSpec) -> Obj:
     }
     if model.prefetch_tolerations:
         pod["tolerations"] = [dict(t) for t in model.prefetch_tolerations]
+    harden(pod, fs_group, cache_volume=Store(SHARED_CLAIM).volume_name)
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -86,7 +90,11 @@ async def ensure_prefetch(
     await _claims.create(ctx, shared_claim(obj["metadata"]["namespace"], settings))
     try:
         job = await ensure(
-            ctx.client, ctx.cache, JOB, build_job(obj, model), obj["metadata"]["uid"]
+            ctx.client,
+            ctx.cache,
+            JOB,
+            build_job(obj, model, ctx.default_fs_group),
+            obj["metadata"]["uid"],
         )
     except NotOwned as e:
         return Condition(c.PREFETCH, False, c.PREFETCH_FAILED, str(e))

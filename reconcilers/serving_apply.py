@@ -88,6 +88,7 @@ async def _deployment(
         rt=plan.command,
         roots=ctx.allowed_host_path_roots,
         store=plan.store,
+        fs_group=ctx.default_fs_group,
     )
     if plan.claimed is not None:
         annotations = desired["metadata"].setdefault("annotations", {})
@@ -115,6 +116,7 @@ async def _members(
         min(admitted, 1),
         roots=ctx.allowed_host_path_roots,
         store=plan.store,
+        fs_group=ctx.default_fs_group,
     )
     wanted = {p["metadata"]["name"] for p in pods}
     ready = 0

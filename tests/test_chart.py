@@ -268,6 +268,18 @@ def test_any_extra_volume_host_path_value_reaches_the_flag() -> None:
     assert parse(on).allow_any_extra_volume_host_path is True  # the controller's own parser
 
 
+def test_default_fsgroup_value_reaches_the_flag() -> None:
+    def flags(values: Obj | None) -> list[str]:
+        container = find(render(values), "Deployment")["spec"]["template"]["spec"]["containers"][0]
+        return [a for a in container["args"] if a.startswith("--default-fsgroup")]
+
+    assert flags(None) == ["--default-fsgroup=102"]  # the loader image's group, as LLMKube
+    (arg,) = flags({"servingPods": {"defaultFSGroup": 0}})
+    assert parse([arg]).default_fsgroup == 0  # the controller's own parser: none
+    with pytest.raises(Exception, match="defaultFSGroup"):
+        render({"servingPods": {"defaultFSGroup": -1}})
+
+
 def expand(rules: tuple[Rule, ...]) -> set[tuple[str, str, str]]:
     return {(r.group, res, v) for r in rules for res in r.resources for v in r.verbs}
 

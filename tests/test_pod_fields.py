@@ -95,10 +95,17 @@ async def test_pod_fields_reach_the_pod_and_the_runtime(
     assert c["startupProbe"]["httpGet"] == {"path": "/health", "port": "http"}  # not overridden
     # skipModelInit: no loader and no model volume; the user's volume is at /models.
     assert "initContainers" not in pod
-    assert pod["volumes"] == [{"name": "weights", "persistentVolumeClaim": {"claimName": "weights"}}]
+    assert pod["volumes"] == [
+        {"name": "weights", "persistentVolumeClaim": {"claimName": "weights"}}
+    ]
     assert c["volumeMounts"] == [{"name": "weights", "mountPath": "/models", "readOnly": True}]
-    assert pod["securityContext"] == {"fsGroup": 1000}
-    assert c["securityContext"] == {"runAsNonRoot": True}
+    # The user's keys over our hardened defaults (tests/test_pod_hardening.py).
+    assert pod["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}, "fsGroup": 1000}
+    assert c["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "runAsNonRoot": True,
+    }
     isvc = await wait_condition(kube, INFERENCE_SERVICE, "s", "RuntimeConfigured", "True")
     assert condition(isvc, "FieldsServed") is None, "every field set is served"
 

@@ -1,6 +1,8 @@
-"""Serving pods hardened by default, over HTTP on the test server: hostPath volumes in
-extraVolumes only under the operator's host-path roots, and opaque fields nested without
-bound refused, not fed to every later reader of the pod spec."""
+"""Serving pods hardened by default, over HTTP on the test server: LLMKube's security
+contexts (the user's keys still win), no service-account token, the model-cache prep
+(run for real under sh: a loader that is not root writes a claim whose CSI driver
+ignored fsGroup), hostPath volumes in extraVolumes only under the operator's host-path
+roots, and opaque fields nested without bound refused."""
 
 from __future__ import annotations
 
@@ -13,9 +15,11 @@ from app.controllers import reconcilers
 from app.manifests import apply_text
 from controller.kube import KubeClient
 from controller.manager import Manager, ManagerConfig
-from controller.resources import DEPLOYMENT, INFERENCE_SERVICE
+from controller.resources import DEPLOYMENT, INFERENCE_SERVICE, JOB
 from objtypes import Obj
 from reconcilers.apply import contains
+from reconcilers.model_cache_settings import CacheSettings
+from reconcilers.pod_security import container_security_context
 from webhook.admission import verdict
 
 from .conftest import condition, eventually, isvc_yaml, wait_condition
@@ -164,3 +168,152 @@ def test_the_webhook_refuses_host_path_volumes_outside_the_roots() -> None:
     assert check("/srv/models/a", ("/srv/models",)) == (True, "")
     assert not check("/srv/modelsX", ("/srv/models",))[0]
     assert check("/var/lib/kubelet", any_path=True) == (True, "")
+
+
+RUNTIME_DEFAULT = {"type": "RuntimeDefault"}
+NO_PRIVILEGES = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+CACHE = CacheSettings(enabled=True)
+
+
+def containers(pod: Obj) -> dict[str, Obj]:
+    return {c["name"]: c for c in (*pod.get("initContainers", ()), *pod["containers"])}
+
+
+def env(container: Obj) -> dict[str, str]:
+    return {e["name"]: e["value"] for e in container.get("env") or () if "value" in e}
+
+
+async def test_serving_pods_are_hardened_by_default(kube: KubeClient, controller: Manager) -> None:
+    """LLMKube's defaults: seccomp RuntimeDefault and fsGroup on the pod, no privilege
+    escalation and no capabilities in its containers; and no service-account token."""
+    await apply_text(kube, GGUF_MODEL)
+    await apply_text(kube, isvc_yaml("s", "m", "llamacpp"))
+    pod = (await deployment(kube, "s"))["spec"]["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is False
+    assert pod["securityContext"] == {"seccompProfile": RUNTIME_DEFAULT, "fsGroup": 102}
+    found = containers(pod)
+    assert list(found) == ["model-loader", "inference"], "no cache claim: no prep"
+    assert found["inference"]["securityContext"] == NO_PRIVILEGES
+    assert found["model-loader"]["securityContext"] == NO_PRIVILEGES
+
+
+async def test_the_users_security_fields_win_key_by_key(
+    kube: KubeClient, controller: Manager
+) -> None:
+    await apply_text(kube, GGUF_MODEL)
+    fields = {
+        "podSecurityContext": {"fsGroup": 3000, "seccompProfile": {"type": "Unconfined"}},
+        "securityContext": {"capabilities": {"add": ["IPC_LOCK"]}, "runAsUser": 1000},
+    }
+    await kube.create(INFERENCE_SERVICE, isvc("s", **fields))
+    pod = (await deployment(kube, "s"))["spec"]["template"]["spec"]
+    assert pod["securityContext"] == fields["podSecurityContext"]
+    assert containers(pod)["inference"]["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"add": ["IPC_LOCK"]},
+        "runAsUser": 1000,
+    }
+    assert pod["automountServiceAccountToken"] is False
+
+
+def test_container_defaults_give_way_where_the_api_server_would_refuse_the_pair() -> None:
+    # privileged, or SYS_ADMIN added, with allowPrivilegeEscalation false: refused by
+    # kube-apiserver's validation, so ours is left out (the user's choice stands).
+    assert "allowPrivilegeEscalation" not in container_security_context({"privileged": True})
+    sys_admin = container_security_context({"capabilities": {"add": ["SYS_ADMIN"]}})
+    assert sys_admin == {"capabilities": {"add": ["SYS_ADMIN"]}}
+    kept = container_security_context({"privileged": True, "allowPrivilegeEscalation": True})
+    assert kept["allowPrivilegeEscalation"] is True
+    # A runtime on a port below 1024 keeps the one capability binding it needs.
+    assert container_security_context(None, 80)["capabilities"] == {
+        "drop": ["ALL"],
+        "add": ["NET_BIND_SERVICE"],
+    }
+
+
+async def test_a_runtime_on_a_port_below_1024_keeps_net_bind_service(
+    kube: KubeClient, controller: Manager
+) -> None:
+    await apply_text(kube, GGUF_MODEL)
+    await apply_text(kube, isvc_yaml("s", "m", "llamacpp", "  containerPort: 80"))
+    pod = (await deployment(kube, "s"))["spec"]["template"]["spec"]
+    runtime = containers(pod)["inference"]
+    assert runtime["ports"][0]["containerPort"] == 80
+    assert runtime["securityContext"]["capabilities"] == {
+        "drop": ["ALL"],
+        "add": ["NET_BIND_SERVICE"],
+    }
+
+
+async def test_a_loader_writing_the_cache_claim_gets_the_prep_first(kube: KubeClient) -> None:
+    manager = await running(kube, model_cache=CACHE)
+    try:
+        await apply_text(kube, GGUF_MODEL)
+        await apply_text(kube, isvc_yaml("s", "m", "llamacpp"))
+        pod = (await deployment(kube, "s"))["spec"]["template"]["spec"]
+        found = containers(pod)
+        assert list(found) == ["model-cache-prep", "model-loader", "inference"]
+        prep = found["model-cache-prep"]
+        assert env(prep) == {"PREP_DIR": "/models", "PREP_GROUP": "102"}
+        assert prep["volumeMounts"] == [{"name": "model-cache", "mountPath": "/models"}]
+        assert prep["securityContext"] == {
+            "runAsUser": 0,
+            "runAsNonRoot": False,
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"], "add": ["CHOWN", "FOWNER"]},
+        }
+        # The user's fsGroup is the group the prep gives the claim.
+        spec = {"podSecurityContext": {"fsGroup": 3000}}
+        await kube.create(INFERENCE_SERVICE, isvc("own", **spec))
+        pod = (await deployment(kube, "own"))["spec"]["template"]["spec"]
+        assert env(containers(pod)["model-cache-prep"])["PREP_GROUP"] == "3000"
+        # runAsNonRoot: the kubelet would refuse a root prep; the user took it on.
+        await kube.create(
+            INFERENCE_SERVICE, isvc("nonroot", podSecurityContext={"runAsNonRoot": True})
+        )
+        pod = (await deployment(kube, "nonroot"))["spec"]["template"]["spec"]
+        assert "model-cache-prep" not in containers(pod)
+    finally:
+        await manager.stop()
+
+
+async def test_without_an_fsgroup_the_prep_opens_the_claim_root(kube: KubeClient) -> None:
+    """--default-fsgroup=0 (OpenShift's SCC assigns a group): no fsGroup on the pod, and
+    the prep makes the claim's root 1777 instead of giving it a group."""
+    manager = await running(kube, model_cache=CACHE, default_fs_group=0)
+    try:
+        await apply_text(kube, GGUF_MODEL)
+        await apply_text(kube, isvc_yaml("s", "m", "llamacpp"))
+        pod = (await deployment(kube, "s"))["spec"]["template"]["spec"]
+        assert pod["securityContext"] == {"seccompProfile": RUNTIME_DEFAULT}
+        assert env(containers(pod)["model-cache-prep"]) == {"PREP_DIR": "/models"}
+    finally:
+        await manager.stop()
+
+
+async def test_prefetch_job_pods_are_hardened_with_the_prep(kube: KubeClient) -> None:
+    manager = await running(kube, model_cache=CACHE)
+    try:
+        await apply_text(
+            kube,
+            """
+apiVersion: inference.llmkube.dev/v1alpha1
+kind: Model
+metadata: {name: m}
+spec: {source: "https://example.com/qwen3-8b-q4.gguf", prefetch: true}
+""",
+        )
+
+        async def job() -> Obj | None:
+            jobs, _ = await kube.list(JOB, "default")
+            return jobs[0] if jobs else None
+
+        pod = (await eventually(job, what="the prefetch Job"))["spec"]["template"]["spec"]
+        assert pod["automountServiceAccountToken"] is False
+        assert pod["securityContext"] == {"seccompProfile": RUNTIME_DEFAULT, "fsGroup": 102}
+        assert [c["name"] for c in pod["initContainers"]] == ["model-cache-prep"]
+        assert [c["name"] for c in pod["containers"]] == ["model-loader"]
+        assert pod["containers"][0]["securityContext"] == NO_PRIVILEGES
+    finally:
+        await manager.stop()
