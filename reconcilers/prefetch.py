@@ -1,10 +1,11 @@
 """spec.prefetch: a Job owned by the Model that runs the loader into the shared cache.
 
 The Job (`<model>-prefetch-<cacheKey>`, one per cacheKey: a Job's pod template cannot
-change) runs the same loader as a serving pod, with spec.prefetchTolerations, so the
-first replica finds the files cached. Its pod's termination message feeds the Model's
-status like any loader's. Prefetch needs the operator's shared cache; without it the
-Model says so (condition Prefetch=False, PrefetchNeedsSharedCache) and nothing runs.
+change, so one that exists is never applied again) runs the same loader as a serving
+pod, with spec.prefetchTolerations, so the first replica finds the files cached. Its
+pod's termination message feeds the Model's status like any loader's. Prefetch needs
+the operator's shared cache; without it the Model says so (condition Prefetch=False,
+PrefetchNeedsSharedCache) and nothing runs.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from api import conditions as c
 from controller.resources import JOB, MODEL
 from objtypes import Obj
 
-from .apply import NotOwned, ensure
+from .apply import NotOwned, ensure, owned_by
 from .conditions import Condition
 from .context import Context
 from .delivery import Delivery
@@ -88,16 +89,19 @@ async def ensure_prefetch(
             "is prefetched, each pod's loader downloads",
         )
     await _claims.create(ctx, shared_claim(obj["metadata"]["namespace"], settings))
-    try:
-        job = await ensure(
-            ctx.client,
-            ctx.cache,
-            JOB,
-            build_job(obj, model, ctx.default_fs_group),
-            obj["metadata"]["uid"],
-        )
-    except NotOwned as e:
-        return Condition(c.PREFETCH, False, c.PREFETCH_FAILED, str(e))
+    desired = build_job(obj, model, ctx.default_fs_group)
+    uid = obj["metadata"]["uid"]
+    ns, name = desired["metadata"]["namespace"], desired["metadata"]["name"]
+    live = ctx.cache.get(JOB, ns, name) or await ctx.client.get(JOB, ns, name)
+    if live is not None and owned_by(live, uid):
+        # Ours already: a Job's pod template cannot change (the API server refuses it),
+        # so one made by an earlier controller (another template) runs as it was made.
+        job = live
+    else:
+        try:
+            job = await ensure(ctx.client, ctx.cache, JOB, desired, uid)
+        except NotOwned as e:
+            return Condition(c.PREFETCH, False, c.PREFETCH_FAILED, str(e))
     status = job.get("status") or {}
     name = job["metadata"]["name"]
     if int(status.get("succeeded") or 0) > 0:

@@ -11,15 +11,17 @@ from typing import Any
 
 import pytest
 
+from api import parse_model
 from app.controllers import reconcilers
 from app.manifests import apply_text
 from controller.kube import KubeClient
 from controller.manager import Manager, ManagerConfig
-from controller.resources import DEPLOYMENT, INFERENCE_SERVICE, JOB
+from controller.resources import DEPLOYMENT, INFERENCE_SERVICE, JOB, MODEL
 from objtypes import Obj
-from reconcilers.apply import contains
+from reconcilers.apply import HASH_ANNOTATION, contains
 from reconcilers.model_cache_settings import CacheSettings
 from reconcilers.pod_security import container_security_context
+from reconcilers.prefetch import job_name
 from webhook.admission import verdict
 
 from .conftest import condition, eventually, isvc_yaml, wait_condition
@@ -315,5 +317,52 @@ spec: {source: "https://example.com/qwen3-8b-q4.gguf", prefetch: true}
         assert [c["name"] for c in pod["initContainers"]] == ["model-cache-prep"]
         assert [c["name"] for c in pod["containers"]] == ["model-loader"]
         assert pod["containers"][0]["securityContext"] == NO_PRIVILEGES
+    finally:
+        await manager.stop()
+
+
+async def test_a_prefetch_job_made_before_is_left_as_it_was_made(kube: KubeClient) -> None:
+    """A Job's pod template cannot change: the Job an earlier controller made (without
+    the hardening) is read, never applied again (kube-apiserver would refuse the apply
+    on every reconcile)."""
+    spec = {"source": "https://example.com/qwen3-8b-q4.gguf", "prefetch": True}
+    model = await kube.create(
+        MODEL,
+        {
+            "apiVersion": "inference.llmkube.dev/v1alpha1",
+            "kind": "Model",
+            "metadata": {"name": "m", "namespace": "default"},
+            "spec": spec,
+        },
+    )
+    name = job_name("m", parse_model(spec))
+    owner = {
+        "apiVersion": "inference.llmkube.dev/v1alpha1",
+        "kind": "Model",
+        "name": "m",
+        "uid": model["metadata"]["uid"],
+        "controller": True,
+    }
+    earlier = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": "default", "ownerReferences": [owner]},
+        "spec": {
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{"name": "model-loader", "image": "curlimages/curl:8.18.0"}],
+                }
+            }
+        },
+    }
+    made = await kube.create(JOB, earlier)
+    manager = await running(kube, model_cache=CACHE)
+    try:
+        await wait_condition(kube, MODEL, "m", "Prefetch", "False", "PrefetchRunning")
+        job = await kube.get(JOB, "default", name)
+        assert job is not None
+        assert job["spec"]["template"]["spec"] == made["spec"]["template"]["spec"]
+        assert HASH_ANNOTATION not in (job["metadata"].get("annotations") or {}), "not applied"
     finally:
         await manager.stop()
