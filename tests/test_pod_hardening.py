@@ -1,8 +1,8 @@
 """Serving pods hardened by default, over HTTP on the test server: LLMKube's security
-contexts (the user's keys still win), no service-account token, the model-cache prep
-(run for real under sh: a loader that is not root writes a claim whose CSI driver
-ignored fsGroup), hostPath volumes in extraVolumes only under the operator's host-path
-roots, and opaque fields nested without bound refused."""
+contexts (the user's keys still win), no service-account token, the model-cache prep's
+place and shape (tests/test_cache_prep.py runs it for real), hostPath volumes in
+extraVolumes only under the operator's host-path roots, and opaque fields nested
+without bound refused."""
 
 from __future__ import annotations
 
