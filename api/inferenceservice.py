@@ -14,7 +14,7 @@ from .autoscaling import Autoscaling, parse_autoscaling
 from .common import CONDITIONS, ENV, LABELS, LOCAL_REF, SECRET_KEY_REF, TOLERATIONS
 from .errors import InvalidSpec
 from .model import MAX_GPU_COUNT, ModelSpec
-from .podfields import PodFields, parse_pod_fields
+from .podfields import ROPE_FACTOR_PATTERN, PodFields, parse_pod_fields
 from .schema import (
     Array,
     Bool,
@@ -76,6 +76,10 @@ def _head_address(mn: dict[str, Any]) -> bool:
 
 def _partitioned_profile(sharing: dict[str, Any]) -> bool:
     return sharing.get("mode") != "partitioned" or bool(sharing.get("profile"))
+
+
+def _memory_limit_shared(sharing: dict[str, Any]) -> bool:
+    return "memoryLimitGiB" not in sharing or sharing.get("mode") == "shared"
 
 
 def _quantized_v_with_flash_attention(spec: dict[str, Any]) -> bool:
@@ -197,6 +201,12 @@ SPEC = Object(
                             "partitioned needs a profile (e.g. 1g.10gb)",
                             _partitioned_profile,
                         ),
+                        Rule(
+                            "!has(self.memoryLimitGiB) || "
+                            "(has(self.mode) && self.mode == 'shared')",
+                            "memoryLimitGiB is only valid when mode is shared",
+                            _memory_limit_shared,
+                        ),
                     ),
                 ),
             }
@@ -217,7 +227,9 @@ SPEC = Object(
         "ropeScaling": Object(
             fields={
                 "type": Str(enum=("none", "linear", "yarn")),
-                "factor": Num(minimum=0, exclusive_minimum=True),
+                # LLMKube's shape: a decimal string (no float pitfalls), llama.cpp's
+                # --rope-scale value as written.
+                "factor": Str(pattern=ROPE_FACTOR_PATTERN),
                 "originalContext": Int(minimum=1),
             }
         ),

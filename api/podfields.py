@@ -12,6 +12,7 @@ refuses it up front.
 from __future__ import annotations
 
 import ipaddress
+import re
 from dataclasses import dataclass, field
 
 from objtypes import Obj
@@ -36,6 +37,10 @@ SPEC_TYPES = (
     "ngram-mod",
     "ngram-cache",
 )
+# ropeScaling.factor: LLMKube's pattern (a decimal string), and its whole-value twin
+# (Python's `$` also matches before a trailing newline; the CRD's does not).
+ROPE_FACTOR_PATTERN = r"^[0-9]+(\.[0-9]+)?$"
+_ROPE_FACTOR = re.compile(r"[0-9]+(\.[0-9]+)?")
 # Types that need draft weights (LLMKube's CEL rule); draft-mtp may carry its own.
 DRAFT_WEIGHTS = ("draft-simple", "draft-eagle3", "draft-dflash", "draft-dspark")
 
@@ -43,7 +48,7 @@ DRAFT_WEIGHTS = ("draft-simple", "draft-eagle3", "draft-dflash", "draft-dspark")
 @dataclass(frozen=True)
 class RopeScaling:
     type: str
-    factor: float | None = None
+    factor: str | None = None  # llama.cpp's --rope-scale, as the spec writes it ("2.0")
     original_context: int | None = None
 
 
@@ -165,10 +170,17 @@ def _mounts(data: Obj, skip_model_init: bool, errors: list[str]) -> tuple[Obj, .
     return tuple(mounts)
 
 
-def _rope(raw: Obj | None) -> RopeScaling | None:
+def _rope(raw: Obj | None, errors: list[str]) -> RopeScaling | None:
     if not raw or not raw.get("type"):
         return None  # LLMKube emits nothing without a type
-    return RopeScaling(raw["type"], raw.get("factor"), raw.get("originalContext"))
+    factor = raw.get("factor")
+    if factor is not None and not _ROPE_FACTOR.fullmatch(factor):
+        errors.append(f'spec.ropeScaling.factor: {factor!r} is not a decimal number such as "2.0"')
+        return None
+    if factor is not None and float(factor) == 0:
+        errors.append("spec.ropeScaling.factor: must be above 0 (llama.cpp's --rope-scale)")
+        return None
+    return RopeScaling(raw["type"], factor, raw.get("originalContext"))
 
 
 def _speculative(raw: Obj | None, errors: list[str]) -> Speculative | None:
@@ -233,7 +245,7 @@ def parse_pod_fields(data: Obj) -> tuple[PodFields, list[str]]:
             else Disruption()
         ),
         max_pod_lifetime_seconds=lifetime,
-        rope_scaling=_rope(data.get("ropeScaling")),
+        rope_scaling=_rope(data.get("ropeScaling"), errors),
         speculative=_speculative(data.get("speculativeDecoding"), errors),
     )
     return fields, errors

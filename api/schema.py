@@ -218,11 +218,40 @@ class Quantity(Node):
         return str(int(number)) if float(number).is_integer() else str(number)
 
 
+# How deep an opaque value may nest. The deepest Kubernetes core types we pass through
+# (an affinity term's matchExpressions values, an ephemeral volume's claim template)
+# nest about 8 levels; a value far deeper is hostile, and would cost every later
+# reader of the pod spec (copies, comparisons, the API server's merge) a stack frame
+# per level.
+MAX_OPAQUE_DEPTH = 32
+
+
+def nesting(value: Any, limit: int) -> int:
+    """How deep value nests (a scalar 0, {} or [] 1), counted without recursion and
+    stopping once past limit."""
+    deepest = 0
+    pending: list[tuple[Any, int]] = [(value, 1)]
+    while pending:
+        node, depth = pending.pop()
+        if isinstance(node, dict):
+            children: Any = node.values()
+        elif isinstance(node, list):
+            children = node
+        else:
+            continue
+        deepest = max(deepest, depth)
+        if deepest > limit:
+            return deepest
+        pending.extend((child, depth + 1) for child in children)
+    return deepest
+
+
 @dataclass(frozen=True)
 class Opaque(Node):
     """A Kubernetes core type we pass through unread (affinity, probes, volumes...).
 
-    The apiserver validates it again where it lands (the pod); it is kept whole, not pruned.
+    The apiserver validates it again where it lands (the pod); it is kept whole, not
+    pruned. A value nested more than MAX_OPAQUE_DEPTH levels is refused.
     """
 
     description: str = ""
@@ -243,11 +272,26 @@ class Opaque(Node):
             if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
                 errors.append(f"{path}: must be a list of objects")
                 return None
-            return value
+            deep = [
+                i for i, v in enumerate(value) if nesting(v, MAX_OPAQUE_DEPTH) > MAX_OPAQUE_DEPTH
+            ]
+            for i in deep:
+                errors.append(_too_deep(f"{path}[{i}]"))
+            return None if deep else value
         if not isinstance(value, dict):
             errors.append(f"{path}: must be an object")
             return None
+        if nesting(value, MAX_OPAQUE_DEPTH) > MAX_OPAQUE_DEPTH:
+            errors.append(_too_deep(path))
+            return None
         return value
+
+
+def _too_deep(path: str) -> str:
+    return (
+        f"{path}: nested more than {MAX_OPAQUE_DEPTH} levels deep (no Kubernetes object "
+        "of this kind nests so deep; refused before it reaches a pod)"
+    )
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,8 @@ from .source import HF_HOSTS, SourceError, parse_source
 
 MODEL: Mapping[str, object] = {
     "sourceSecretRef": None,
+    # Descriptive in LLMKube too (the runtime reads the quantization from the weights).
+    "quantization": None,
     "hardware.memoryBudget": None,
     "hardware.memoryFraction": None,
     "hardware.gpu.tolerationKey": None,

@@ -25,6 +25,7 @@ from controller.kube import KubeClient
 from controller.manager import DEFAULT_WORKERS, Manager, ManagerConfig
 from controller.resources import MODEL
 from reconcilers.devices.kueue import KueueSettings, parse_mappings
+from reconcilers.pod_security import DEFAULT_FS_GROUP
 from reconcilers.settings import ACCESS_MODES, MODES, CacheSettings, Settings
 
 from .controllers import reconcilers
@@ -67,6 +68,13 @@ def host_path_roots(value: str) -> tuple[str, ...]:
         if not root.startswith("/") or ".." in root.split("/"):
             raise argparse.ArgumentTypeError(f"{root!r} is not an absolute path without '..'")
     return roots
+
+
+def fs_group(value: str) -> int:
+    """--default-fsgroup: a group id, 0 for none."""
+    if not value.isdigit() or int(value) > 2**31 - 1:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a group id (0 for none)")
+    return int(value)
 
 
 def bind_address(value: str) -> tuple[str, int] | None:
@@ -198,6 +206,22 @@ def _add_run_flags(run: argparse.ArgumentParser) -> None:
         "(hostPath, read-only); default none: such sources are refused (SourceNotAllowed)",
     )
     run.add_argument(
+        "--allow-any-extra-volume-host-path",
+        action="store_true",
+        default=_env("ALLOW_ANY_EXTRA_VOLUME_HOST_PATH", "false") == "true",
+        help="let InferenceServices' extraVolumes mount any hostPath (default: only under "
+        "--allowed-host-path-roots; others are refused, SourceNotAllowed)",
+    )
+    run.add_argument(
+        "--default-fsgroup",
+        type=fs_group,
+        default=fs_group(_env("DEFAULT_FSGROUP", str(DEFAULT_FS_GROUP))),
+        metavar="GID",
+        help="fsGroup of the serving and prefetch pods whose podSecurityContext sets none "
+        f"(LLMKube's flag; default {DEFAULT_FS_GROUP}, the loader image's group; 0: none, "
+        "e.g. where OpenShift's SCC assigns one)",
+    )
+    run.add_argument(
         "--model-cache",
         choices=("enabled", "disabled"),
         default=_env("MODEL_CACHE", "disabled"),
@@ -297,6 +321,8 @@ def manager_for(client: KubeClient, args: argparse.Namespace) -> Manager:
         model_cache=cache_settings,
         allowed_host_path_roots=roots,
         kueue=KueueSettings(mappings),
+        allow_any_extra_volume_host_path=args.allow_any_extra_volume_host_path,
+        default_fs_group=args.default_fsgroup,
     )
     manager = Manager(client, config, reconcilers=reconcilers(settings))
     bind_domain_metrics(manager)
@@ -308,6 +334,7 @@ def manager_for(client: KubeClient, args: argparse.Namespace) -> Manager:
                 args.webhook_port,
                 lookup=lambda ns, name: cache.get(MODEL, ns, name),
                 roots=roots,
+                any_host_path=args.allow_any_extra_volume_host_path,
             )
         )
     # The probe server also answers /metrics; a different address gets a server of its own.

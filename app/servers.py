@@ -27,6 +27,7 @@ def webhook_runnable(
     host: str = "0.0.0.0",
     lookup: ModelLookup | None = None,
     roots: tuple[str, ...] = (),
+    any_host_path: bool = False,
 ) -> Runnable:
     """Serve until cancelled by the manager's stop(); a failure to start (no certificate)
     ends the runnable, which /healthz then reports. lookup finds Models for the rules that
@@ -34,7 +35,9 @@ def webhook_runnable(
 
     async def run() -> None:
         try:
-            server = await start_webhook(cert_dir, port, host, lookup=lookup, roots=roots)
+            server = await start_webhook(
+                cert_dir, port, host, lookup=lookup, roots=roots, any_host_path=any_host_path
+            )
         except Exception:
             log.exception("webhook server did not start", cert_dir=cert_dir, port=port)
             raise

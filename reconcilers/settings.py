@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from reconcilers.devices.kueue import KueueSettings
+from reconcilers.pod_security import DEFAULT_FS_GROUP
 
 MODES = ("shared", "perService")
 ACCESS_MODES = ("ReadWriteOnce", "ReadWriteMany", "ReadWriteOncePod")
@@ -30,5 +31,10 @@ class Settings:
     # --allowed-host-path-roots: where file:// and absolute-path Model sources may be
     # mounted from; empty (the default) refuses them all.
     allowed_host_path_roots: tuple[str, ...] = ()
+    # --allow-any-extra-volume-host-path: hostPath volumes in extraVolumes anywhere
+    # (default: only under allowed_host_path_roots, api/volumes.py).
+    allow_any_extra_volume_host_path: bool = False
+    # --default-fsgroup: the fsGroup of pods whose podSecurityContext sets none (0: none).
+    default_fs_group: int = DEFAULT_FS_GROUP
     # --kueue-device-class-mappings: DeviceClass -> Kueue resource name.
     kueue: KueueSettings = field(default_factory=KueueSettings)

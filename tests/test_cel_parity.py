@@ -90,6 +90,11 @@ CASES: list[tuple[Object, Obj]] = [
         {"modelRef": "m", "resources": {"gpuSharing": {"mode": "partitioned", "profile": "1g"}}},
     ),
     (inferenceservice.SPEC, {"modelRef": "m", "resources": {"gpuSharing": {}}}),
+    (
+        inferenceservice.SPEC,
+        {"modelRef": "m", "resources": {"gpuSharing": {"mode": "shared", "memoryLimitGiB": 8}}},
+    ),
+    (inferenceservice.SPEC, {"modelRef": "m", "resources": {"gpuSharing": {"memoryLimitGiB": 8}}}),
     (inferenceservice.SPEC, {"modelRef": "m", "cacheTypeV": "q8_0", "flashAttention": False}),
     (inferenceservice.SPEC, {"modelRef": "m", "cacheTypeV": "q8_0", "flashAttention": True}),
     (inferenceservice.SPEC, {"modelRef": "m", "cacheTypeV": "f16", "flashAttention": False}),

@@ -19,7 +19,7 @@ import pytest
 import yaml
 from helm_python.chart import lint
 
-from app.cli import concurrency, host_path_roots
+from app.cli import concurrency, host_path_roots, parse
 from app.manifests import load
 from controller.permissions import CLUSTER_RULES, LEADER_ELECTION_RULES, Rule
 from metrics import ControllerMetrics
@@ -255,6 +255,29 @@ def test_allowed_host_path_roots_value_reaches_the_flag() -> None:
     assert host_path_roots(arg.partition("=")[2]) == ("/mnt/models", "/srv/llm")
     with pytest.raises(Exception, match="allowedHostPathRoots"):
         render({"modelSource": {"allowedHostPathRoots": ["mnt/models"]}})
+
+
+def test_any_extra_volume_host_path_value_reaches_the_flag() -> None:
+    def flags(values: Obj | None) -> list[str]:
+        container = find(render(values), "Deployment")["spec"]["template"]["spec"]["containers"][0]
+        return [a for a in container["args"] if a.startswith("--allow-any-extra-volume")]
+
+    assert flags(None) == []  # off by default: extraVolumes' host paths only under the roots
+    on = flags({"servingPods": {"allowAnyExtraVolumeHostPath": True}})
+    assert on == ["--allow-any-extra-volume-host-path"]
+    assert parse(on).allow_any_extra_volume_host_path is True  # the controller's own parser
+
+
+def test_default_fsgroup_value_reaches_the_flag() -> None:
+    def flags(values: Obj | None) -> list[str]:
+        container = find(render(values), "Deployment")["spec"]["template"]["spec"]["containers"][0]
+        return [a for a in container["args"] if a.startswith("--default-fsgroup")]
+
+    assert flags(None) == ["--default-fsgroup=102"]  # the loader image's group, as LLMKube
+    (arg,) = flags({"servingPods": {"defaultFSGroup": 0}})
+    assert parse([arg]).default_fsgroup == 0  # the controller's own parser: none
+    with pytest.raises(Exception, match="defaultFSGroup"):
+        render({"servingPods": {"defaultFSGroup": -1}})
 
 
 def expand(rules: tuple[Rule, ...]) -> set[tuple[str, str, str]]:

@@ -82,3 +82,11 @@ def test_max_concurrent_reconciles_per_controller() -> None:
     assert parse([]).workers == 16
     with pytest.raises(SystemExit):
         parse(["--max-concurrent-reconciles", "model=0"])
+
+
+def test_default_fsgroup_is_a_group_id(capsys: pytest.CaptureFixture[str]) -> None:
+    assert parse([]).default_fsgroup == 102
+    assert parse(["--default-fsgroup=0"]).default_fsgroup == 0
+    with pytest.raises(SystemExit):
+        parse(["--default-fsgroup=-5"])
+    assert "is not a group id" in capsys.readouterr().err

@@ -48,6 +48,9 @@ def test_samples_name_what_they_set() -> None:
     assert model_fields({"source": "x", "refreshPolicy": "OnChange"}) == ["spec.refreshPolicy"]
     url = {"source": "https://h/m.gguf", "refreshPolicy": "OnChange", "sha256": "a" * 64}
     assert model_fields(url) == []
+    # quantization is descriptive (LLMKube's too): stored, it changes nothing, so named.
+    gguf = sample("gpu-llama-3b-model.yaml")["spec"]
+    assert gguf.get("quantization") and "spec.quantization" in model_fields(gguf)
 
 
 def test_runtime_config_keys_beyond_the_typed_ones() -> None:

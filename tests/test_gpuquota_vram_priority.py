@@ -1,4 +1,5 @@
-"""GPUQuota vramBytes (the Model's hardware.gpu.memory x GPUs) and minPriority."""
+"""GPUQuota vramBytes (the Model's hardware.gpu.memory x GPUs, or a shared GPU's
+gpuSharing.memoryLimitGiB) and minPriority."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from api import InvalidSpec, parse_model
+from api import InvalidSpec, parse_inference_service, parse_model
 from api.gpuquota import GPUQuotaSpec
 from api.quantity import bytes_of
 from app.manifests import apply_text
@@ -120,3 +121,37 @@ async def test_min_priority_admits_only_services_at_or_above_it(
     assert "spec.priority 'normal'" in condition(isvc, "QuotaAdmitted")["message"]  # type: ignore[index]
     await reapply(kube, service_yaml("low", "m", extra="  replicas: 2\n  priority: high"))
     await replicas(kube, "low", 2)
+
+
+def test_memory_limit_is_only_for_a_shared_gpu() -> None:
+    """LLMKube's CEL rule on gpuSharing: memoryLimitGiB only with mode shared."""
+    with pytest.raises(InvalidSpec) as raised:
+        parse_inference_service(
+            {"modelRef": "m", "resources": {"gpuSharing": {"memoryLimitGiB": 8}}}
+        )
+    assert raised.value.errors == [
+        "spec.resources.gpuSharing: memoryLimitGiB is only valid when mode is shared"
+    ]
+
+
+async def test_a_shared_gpu_is_charged_the_memory_limit_it_declares(
+    kube: KubeClient, controller: Manager
+) -> None:
+    """LLMKube's podVRAMBytes: in mode shared, gpuSharing.memoryLimitGiB is what one
+    replica counts against vramBytes, not the Model's whole-GPU memory."""
+    await apply_text(
+        kube, model_yaml("m", "      enabled: true\n      count: 1\n      memory: 24Gi")
+    )
+    await apply_text(kube, quota_yaml(8, scope=f"namespaceRef: default, vramBytes: {25 * GI}"))
+    sharing = "  replicas: 3\n  resources: {gpuSharing: {mode: shared, memoryLimitGiB: 10}}"
+    await apply_text(kube, service_yaml("s", "m", extra=sharing))
+    await replicas(kube, "s", 2)  # 2 x 10Gi fit in 25Gi (2 x 24Gi would not)
+    isvc = await wait_condition(
+        kube, INFERENCE_SERVICE, "s", "QuotaAdmitted", "False", "QuotaExceeded"
+    )
+    message = condition(isvc, "QuotaAdmitted")["message"]  # type: ignore[index]
+    assert f"at {10 * GI} bytes of GPU memory each" in message, message
+    assert "spec.resources.gpuSharing.memoryLimitGiB" in message, message
+    q = await quota(kube, {"usedVRAMBytes": 20 * GI, "usedGPUCount": 2})
+    assert q["status"]["services"][0]["vramBytes"] == 20 * GI
+    assert condition(isvc, "FieldsServed") is None, "memoryLimitGiB is served"

@@ -46,12 +46,12 @@ FIELDS = f"""
   probeOverrides:
     readiness: {READINESS}
   skipModelInit: true
-  extraVolumes: [{{name: weights, hostPath: {{path: /srv/models}}}}]
+  extraVolumes: [{{name: weights, persistentVolumeClaim: {{claimName: weights}}}}]
   extraVolumeMounts: [{{name: weights, mountPath: /models, readOnly: true}}]
   podSecurityContext: {{fsGroup: 1000}}
   securityContext: {{runAsNonRoot: true}}
   revisionHistoryLimit: 2
-  ropeScaling: {{type: yarn, factor: 4.0, originalContext: 32768}}
+  ropeScaling: {{type: yarn, factor: "4.0", originalContext: 32768}}
   speculativeDecoding: {{type: mtp, nDraftMax: 3, pMin: 0.75}}
 """
 
@@ -87,7 +87,8 @@ async def test_pod_fields_reach_the_pod_and_the_runtime(
     # containerPort is where the runtime listens, so the port, probes and Service follow.
     assert flag(args, "--port") == "9000" and c["ports"][0]["containerPort"] == 9000
     assert flag(args, "--host") == "10.1.2.3"
-    assert (flag(args, "--rope-scaling"), flag(args, "--rope-scale")) == ("yarn", "4")
+    # LLMKube's factor is a decimal string, llama.cpp's --rope-scale value as written.
+    assert (flag(args, "--rope-scaling"), flag(args, "--rope-scale")) == ("yarn", "4.0")
     assert flag(args, "--yarn-orig-ctx") == "32768"
     assert flag(args, "--spec-type") == "draft-mtp"  # LLMKube's alias mtp
     assert (flag(args, "--spec-draft-n-max"), flag(args, "--spec-draft-p-min")) == ("3", "0.75")
@@ -95,10 +96,17 @@ async def test_pod_fields_reach_the_pod_and_the_runtime(
     assert c["startupProbe"]["httpGet"] == {"path": "/health", "port": "http"}  # not overridden
     # skipModelInit: no loader and no model volume; the user's volume is at /models.
     assert "initContainers" not in pod
-    assert pod["volumes"] == [{"name": "weights", "hostPath": {"path": "/srv/models"}}]
+    assert pod["volumes"] == [
+        {"name": "weights", "persistentVolumeClaim": {"claimName": "weights"}}
+    ]
     assert c["volumeMounts"] == [{"name": "weights", "mountPath": "/models", "readOnly": True}]
-    assert pod["securityContext"] == {"fsGroup": 1000}
-    assert c["securityContext"] == {"runAsNonRoot": True}
+    # The user's keys over our hardened defaults (tests/test_pod_hardening.py).
+    assert pod["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}, "fsGroup": 1000}
+    assert c["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "runAsNonRoot": True,
+    }
     isvc = await wait_condition(kube, INFERENCE_SERVICE, "s", "RuntimeConfigured", "True")
     assert condition(isvc, "FieldsServed") is None, "every field set is served"
 
@@ -187,6 +195,18 @@ async def test_rope_scaling_on_a_runtime_that_ignores_it_is_reported(
         (
             {"maxPodLifetimeSeconds": 60, "disruption": {"protectAlways": True}},
             "spec.maxPodLifetimeSeconds: pods cannot be recycled while",
+        ),
+        (
+            {"ropeScaling": {"type": "yarn", "factor": 2.0}},
+            "spec.ropeScaling.factor: must be a string",
+        ),
+        (
+            {"ropeScaling": {"type": "yarn", "factor": "2.0\n"}},
+            "spec.ropeScaling.factor: '2.0\\n'",
+        ),
+        (
+            {"ropeScaling": {"type": "yarn", "factor": "0.0"}},
+            "spec.ropeScaling.factor: must be above 0",
         ),
         ({"speculativeDecoding": {"type": "eagle"}}, "spec.speculativeDecoding.type: 'eagle'"),
         (

@@ -146,8 +146,8 @@ for _config in CONFIG.values():
     _config["bindAddress"] = ["::", "0.0.0.0", "10.1.2.3", "fd00::1"]
 CONFIG["llamacpp"] |= {
     "ropeScaling": [
-        {"type": "yarn", "factor": 4.0, "originalContext": 32768},
-        {"type": "linear", "factor": 1.5},
+        {"type": "yarn", "factor": "4.0", "originalContext": 32768},
+        {"type": "linear", "factor": "1.5"},
         {"type": "none"},
     ],
     "speculativeDecoding": [

@@ -5,7 +5,8 @@ webhook admits is one the controller accepts and the other way round. Rules that
 an InferenceService and its Model (gpuSharing or multiNode with the Model's claims)
 need the Model: given a lookup, the webhook checks them too. A Model whose source is a
 host path outside the operator's --allowed-host-path-roots is refused as the reconcilers
-refuse it (Ready=False SourceNotAllowed).
+refuse it (Ready=False SourceNotAllowed), and so is an InferenceService whose extraVolumes
+mount a hostPath outside them (unless --allow-any-extra-volume-host-path).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from api import (
     rule_errors,
 )
 from api.source import host_path_error
+from api.volumes import host_path_volume_errors
 from controller.resources import GPU_QUOTA, GROUP, INFERENCE_SERVICE, MODEL
 from objtypes import Obj
 from runtimes.args import runtime_arg_errors
@@ -57,33 +59,39 @@ def _request(body: bytes) -> Obj:
 
 
 def _cross_object_errors(
-    request: Obj, lookup: ModelLookup | None, roots: tuple[str, ...]
+    request: Obj, lookup: ModelLookup | None, roots: tuple[str, ...], any_host_path: bool
 ) -> list[str]:
     kind = (request.get("kind") or {}).get("kind")
     spec = (request.get("object") or {}).get("spec")
     if kind == MODEL.kind:
         refusal = host_path_error(parse_model(spec).location, roots)
         return [refusal] if refusal else []
-    if lookup is None or kind != INFERENCE_SERVICE.kind:
+    if kind != INFERENCE_SERVICE.kind:
         return []
     service = parse_inference_service(spec)
+    volumes = host_path_volume_errors(service.fields.extra_volumes, roots, any_host_path)
+    if lookup is None:
+        return volumes
     model_obj = lookup(str(request.get("namespace") or ""), service.model_ref)
     if model_obj is None:
-        return []  # the reconciler reports a missing Model; creation order is free
+        return volumes  # the reconciler reports a missing Model; creation order is free
     try:
         model = parse_model(model_obj.get("spec"))
     except InvalidSpec:
-        return []
-    errors = rule_errors(service, model)
+        return volumes
+    errors = volumes + rule_errors(service, model)
     refusal = host_path_error(model.location, roots)
     return errors + ([f"Model {service.model_ref!r} {refusal}"] if refusal else [])
 
 
 def verdict(
-    request: Obj, lookup: ModelLookup | None = None, roots: tuple[str, ...] = ()
+    request: Obj,
+    lookup: ModelLookup | None = None,
+    roots: tuple[str, ...] = (),
+    any_host_path: bool = False,
 ) -> tuple[bool, str]:
-    """roots: the operator's --allowed-host-path-roots."""
-    """(allowed, message) for one admission request."""
+    """(allowed, message) for one admission request. roots: the operator's
+    --allowed-host-path-roots; any_host_path: --allow-any-extra-volume-host-path."""
     if request.get("operation") == "DELETE":
         return True, ""
     kind = request.get("kind") or {}
@@ -101,16 +109,21 @@ def verdict(
         return False, "; ".join(e.errors)
     # What the pinned runtime would exit on (the reconciler says the same, by condition).
     errors = runtime_arg_errors(spec) if isinstance(spec, InferenceServiceSpec) else []
-    errors += _cross_object_errors(request, lookup, roots)
+    errors += _cross_object_errors(request, lookup, roots, any_host_path)
     if errors:
         return False, "; ".join(errors)
     return True, ""
 
 
-def review(body: bytes, lookup: ModelLookup | None = None, roots: tuple[str, ...] = ()) -> Obj:
+def review(
+    body: bytes,
+    lookup: ModelLookup | None = None,
+    roots: tuple[str, ...] = (),
+    any_host_path: bool = False,
+) -> Obj:
     """The AdmissionReview response for a request body; raises BadReview."""
     request = _request(body)
-    allowed, message = verdict(request, lookup, roots)
+    allowed, message = verdict(request, lookup, roots, any_host_path)
     response: Obj = {"uid": request["uid"], "allowed": allowed}
     if not allowed:
         response["status"] = {"code": 403, "reason": "Forbidden", "message": message}

@@ -167,8 +167,10 @@ def make_app(
     stats: ConnectionStats | None = None,
     lookup: ModelLookup | None = None,
     roots: tuple[str, ...] = (),
+    any_host_path: bool = False,
 ) -> web.Application:
-    """roots: the operator's --allowed-host-path-roots."""
+    """roots: the operator's --allowed-host-path-roots; any_host_path:
+    --allow-any-extra-volume-host-path."""
     limits = limits or Limits()
     stats = stats or ConnectionStats()
 
@@ -196,7 +198,7 @@ def make_app(
             limit = jsondepth.MAX_DEPTH
             return web.json_response({"error": f"JSON nested deeper than {limit}"}, status=400)
         try:
-            return web.json_response(review(body, lookup, roots))
+            return web.json_response(review(body, lookup, roots, any_host_path))
         except BadReview as e:
             return web.json_response({"error": str(e)}, status=400)
         except RecursionError:
@@ -245,15 +247,17 @@ async def start_webhook(
     limits: Limits | None = None,
     lookup: ModelLookup | None = None,
     roots: tuple[str, ...] = (),
+    any_host_path: bool = False,
 ) -> WebhookServer:
     """lookup finds Models for the rules that span an InferenceService and its Model;
-    roots: the operator's --allowed-host-path-roots."""
+    roots: the operator's --allowed-host-path-roots; any_host_path:
+    --allow-any-extra-volume-host-path."""
     limits = limits or Limits()
     stats = ConnectionStats()
     reloader = CertificateReloader(cert_dir)
     # keepalive_timeout: aiohttp's own idle close, backed by the guard's header clock.
     runner = web.AppRunner(
-        make_app(limits, stats, lookup, roots),
+        make_app(limits, stats, lookup, roots, any_host_path),
         access_log=None,
         keepalive_timeout=limits.header_timeout,
         max_field_size=16 * 1024,

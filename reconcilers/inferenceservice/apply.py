@@ -94,6 +94,7 @@ async def _deployment(
         rt=plan.command,
         roots=ctx.settings.allowed_host_path_roots,
         store=plan.store,
+        fs_group=ctx.settings.default_fs_group,
     )
     if plan.claimed is not None:
         annotations = desired["metadata"].setdefault("annotations", {})
@@ -121,6 +122,7 @@ async def _members(
         min(admitted, 1),
         roots=ctx.settings.allowed_host_path_roots,
         store=plan.store,
+        fs_group=ctx.settings.default_fs_group,
     )
     wanted = {p["metadata"]["name"] for p in pods}
     ready = 0

@@ -210,8 +210,8 @@ def quota_condition(
             False,
             c.QUOTA_EXCEEDED,
             f"GPUQuota vramBytes: {admitted} of {wanted} replicas admitted at "
-            f"{allocation.vram_per_replica} bytes of GPU memory each (the Model's "
-            f"hardware.gpu.memory x {per_replica} GPU(s))",
+            f"{allocation.vram_per_replica} bytes of GPU memory each "
+            f"({_vram_source(service, per_replica)})",
         )
     if admitted < wanted:
         return Condition(
@@ -227,6 +227,13 @@ def quota_condition(
         c.WITHIN_QUOTA,
         f"{wanted} replica(s) at {per_replica} GPU(s) each within the GPUQuota limit of {limit}",
     )
+
+
+def _vram_source(service: InferenceServiceSpec, per_replica: int) -> str:
+    """Where a replica's VRAM charge comes from (reconcilers/quota_rule.vram_per_replica)."""
+    if service.sharing.mode == "shared" and service.sharing.memory_limit_gib:
+        return "spec.resources.gpuSharing.memoryLimitGiB"
+    return f"the Model's hardware.gpu.memory x {per_replica} GPU(s)"
 
 
 def suspended_condition(service: InferenceServiceSpec) -> Condition:

@@ -7,7 +7,8 @@ as LLMKube's deployment builder applies them.
 - `skipModelInit` drops the model loader and the model volume: the model is in the
   image, or fetched by the runtime, or mounted from `extraVolumes`;
 - `extraVolumes` / `extraVolumeMounts` are appended after ours;
-- `podSecurityContext` / `securityContext` are the pod's and the container's;
+- `podSecurityContext` / `securityContext` go over our hardened defaults, key by key
+  (pod_security.py);
 - `revisionHistoryLimit` is the Deployment's.
 
 `containerPort` and `bindAddress` become the runtime's own flags (runtimes/pod_flags.py):
@@ -53,10 +54,6 @@ def apply_pod_fields(spec: Obj, service: InferenceServiceSpec, serves_http: bool
     if f.extra_volume_mounts:
         mounts = copy.deepcopy(list(f.extra_volume_mounts))
         container["volumeMounts"] = [*container.get("volumeMounts", []), *mounts]
-    if f.pod_security_context is not None:
-        spec["securityContext"] = copy.deepcopy(f.pod_security_context)
-    if f.security_context is not None:
-        container["securityContext"] = copy.deepcopy(f.security_context)
 
 
 def deployment_fields(service: InferenceServiceSpec) -> Obj:

@@ -33,6 +33,7 @@ from api import (
 )
 from api import conditions as c
 from api.source import host_path_error
+from api.volumes import host_path_volume_errors
 from controller.informer import Event
 from controller.reconcile import Request, Result, Watch
 from controller.resources import (
@@ -187,6 +188,16 @@ class InferenceServiceReconciler:
                 f"spec.runtime: {service.runtime!r} is valid in LLMKube's API but llmkube-py "
                 "serves only vllm, sglang, tgi and llamacpp",
                 phase="Failed",
+            )
+            return Result()
+        refused = host_path_volume_errors(
+            service.fields.extra_volumes,
+            self.ctx.settings.allowed_host_path_roots,
+            self.ctx.settings.allow_any_extra_volume_host_path,
+        )
+        if refused:
+            await write_blocked(
+                self.ctx, isvc, c.SOURCE_NOT_ALLOWED, "; ".join(refused), phase="Failed"
             )
             return Result()
         model_obj = self.ctx.cache.get(MODEL, request.namespace, service.model_ref)

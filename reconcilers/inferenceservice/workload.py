@@ -14,6 +14,7 @@ from reconcilers.ownership import (
     labels,
     owned_metadata,
 )
+from reconcilers.pod_security import DEFAULT_FS_GROUP, harden
 from reconcilers.sources.loader import EPHEMERAL, MODEL_DIR, Store, hf_token_env, secret_env
 from reconcilers.sources.placement import Placement, model_placement
 from runtimes.command import Member, RuntimeCommand, runtime_command
@@ -163,9 +164,11 @@ def pod_spec(
     rt: RuntimeCommand | None = None,
     roots: tuple[str, ...] = (),
     store: Store = EPHEMERAL,
+    fs_group: int = DEFAULT_FS_GROUP,
 ) -> Obj:
     """rt: the runtime command already built from these arguments, if the caller has it;
-    roots: the operator's --allowed-host-path-roots; store: where the loader writes."""
+    roots: the operator's --allowed-host-path-roots; store: where the loader writes;
+    fs_group: the operator's --default-fsgroup (pod_security.py)."""
     placement = model_location(model, service.runtime, roots, store, service.hf_token)
     if rt is None:
         rt = runtime_command(
@@ -186,6 +189,14 @@ def pod_spec(
     if attach.pod_claims:
         spec["resourceClaims"] = list(attach.pod_claims)
     apply_pod_fields(spec, service, rt.serves_http)
+    harden(
+        spec,
+        fs_group,
+        user_pod=service.fields.pod_security_context,
+        user_container=service.fields.security_context,
+        runtime_port=rt.port,
+        cache_volume=placement.store.volume_name if placement.store.claim else None,
+    )
     return spec
 
 
@@ -199,6 +210,7 @@ def build_deployment(
     rt: RuntimeCommand | None = None,
     roots: tuple[str, ...] = (),
     store: Store = EPHEMERAL,
+    fs_group: int = DEFAULT_FS_GROUP,
 ) -> Obj:
     name = isvc["metadata"]["name"]
     template_meta: Obj = {"labels": pod_labels(isvc, service)}
@@ -231,6 +243,7 @@ def build_deployment(
                     rt=rt,
                     roots=roots,
                     store=store,
+                    fs_group=fs_group,
                 ),
             },
         },
@@ -257,6 +270,7 @@ def build_member_pods(
     replicas: int,
     roots: tuple[str, ...] = (),
     store: Store = EPHEMERAL,
+    fs_group: int = DEFAULT_FS_GROUP,
 ) -> list[Obj]:
     """multiNode: one pod per member, pinned with nodeName (device-plugin GPUs only).
 
@@ -279,6 +293,7 @@ def build_member_pods(
             member=Member(rank, len(members), leader, port),
             roots=roots,
             store=store,
+            fs_group=fs_group,
         )
         spec["nodeName"] = member.node
         spec["hostname"] = f"{name}-{rank}"

@@ -1,10 +1,11 @@
 """spec.prefetch: a Job owned by the Model that runs the loader into the shared cache.
 
 The Job (`<model>-prefetch-<cacheKey>`, one per cacheKey: a Job's pod template cannot
-change) runs the same loader as a serving pod, with spec.prefetchTolerations, so the
-first replica finds the files cached. Its pod's termination message feeds the Model's
-status like any loader's. Prefetch needs the operator's shared cache; without it the
-Model says so (condition Prefetch=False, PrefetchNeedsSharedCache) and nothing runs.
+change, so one that exists is never applied again) runs the same loader as a serving
+pod, with spec.prefetchTolerations, so the first replica finds the files cached. Its
+pod's termination message feeds the Model's status like any loader's. Prefetch needs
+the operator's shared cache; without it the Model says so (condition Prefetch=False,
+PrefetchNeedsSharedCache) and nothing runs.
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ from objtypes import Obj
 from reconcilers.context import Context
 from reconcilers.model.delivery import Delivery
 from reconcilers.ownership import MANAGED_BY, MANAGER, MODEL_LABEL
+from reconcilers.pod_security import DEFAULT_FS_GROUP, harden
 from reconcilers.sources.cache_claim import SHARED_CLAIM, ClaimMaker, shared_claim
 from reconcilers.sources.loader import Store, loader_for
-from reconcilers.writes.apply import NotOwned, ensure
+from reconcilers.writes.apply import NotOwned, ensure, owned_by
 from reconcilers.writes.conditions import Condition
 
 BACKOFF_LIMIT = 3
@@ -29,7 +31,9 @@ def job_name(name: str, model: ModelSpec) -> str:
     return f"{name[:40]}-prefetch-{model.cache_key[:8]}"
 
 
-def build_job(obj: Obj, model: ModelSpec) -> Obj:
+def build_job(obj: Obj, model: ModelSpec, fs_group: int = DEFAULT_FS_GROUP) -> Obj:
+    """fs_group: the operator's --default-fsgroup; the pod is hardened as a serving pod
+    (pod_security.py), with the cache prep before the loader."""
     meta = obj["metadata"]
     loading = loader_for(model, Store(SHARED_CLAIM))
     assert loading is not None, "only a Model a loader stages is prefetched"
@@ -41,6 +45,7 @@ def build_job(obj: Obj, model: ModelSpec) -> Obj:
     }
     if model.prefetch_tolerations:
         pod["tolerations"] = [dict(t) for t in model.prefetch_tolerations]
+    harden(pod, fs_group, cache_volume=Store(SHARED_CLAIM).volume_name)
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -83,12 +88,19 @@ async def ensure_prefetch(
             "is prefetched, each pod's loader downloads",
         )
     await _claims.create(ctx, shared_claim(obj["metadata"]["namespace"], settings))
-    try:
-        job = await ensure(
-            ctx.client, ctx.cache, JOB, build_job(obj, model), obj["metadata"]["uid"]
-        )
-    except NotOwned as e:
-        return Condition(c.PREFETCH, False, c.PREFETCH_FAILED, str(e))
+    desired = build_job(obj, model, ctx.settings.default_fs_group)
+    uid = obj["metadata"]["uid"]
+    ns, name = desired["metadata"]["namespace"], desired["metadata"]["name"]
+    live = ctx.cache.get(JOB, ns, name) or await ctx.client.get(JOB, ns, name)
+    if live is not None and owned_by(live, uid):
+        # Ours already: a Job's pod template cannot change (the API server refuses it),
+        # so one made by an earlier controller (another template) runs as it was made.
+        job = live
+    else:
+        try:
+            job = await ensure(ctx.client, ctx.cache, JOB, desired, uid)
+        except NotOwned as e:
+            return Condition(c.PREFETCH, False, c.PREFETCH_FAILED, str(e))
     status = job.get("status") or {}
     name = job["metadata"]["name"]
     if int(status.get("succeeded") or 0) > 0:

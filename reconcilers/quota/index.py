@@ -48,6 +48,7 @@ from reconcilers.quota.rule import (
     consume,
     floors_of,
     limits_of,
+    vram_per_replica,
 )
 
 Quotas = dict[str, tuple[Obj, GPUQuotaSpec]]  # quota key -> (object, spec)
@@ -131,7 +132,7 @@ def demand_for(cache: Cache, isvc: Obj, covering: tuple[str, ...]) -> Demand | N
         covering,
         allocated_devices(isvc)[0] if model.uses_claims else 0,
         namespace,
-        vram_per_replica=model.gpu.memory_bytes * charge,
+        vram_per_replica=vram_per_replica(model, service, charge),
         priority=service.priority,
     )
 

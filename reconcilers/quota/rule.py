@@ -9,7 +9,8 @@ admitted in full, unless its priority is below a covering quota's minPriority (L
 checks the priority whatever the request).
 
 Beside `gpuCount`, a quota may cap VRAM (`vramBytes`, 0: no cap: one replica uses its
-Model's `hardware.gpu.memory` times the GPUs it is charged) and refuse services below a
+Model's `hardware.gpu.memory` times the GPUs it is charged, or, on a shared GPU, the
+service's `gpuSharing.memoryLimitGiB`) and refuse services below a
 priority (`minPriority`, LLMKube's order critical > high > normal > low > batch; a
 service's `priority` defaults to normal). The VRAM cap is one more budget: it lives in
 the same leftovers as the GPUs, under the quota's key plus `VRAM`.
@@ -178,6 +179,20 @@ def charge_per_replica(isvc: Obj, model: ModelSpec, service: InferenceServiceSpe
         if kept:
             return kept
     return replica_charge(model, service)
+
+
+GIB = 2**30
+
+
+def vram_per_replica(model: ModelSpec, service: InferenceServiceSpec, charge: int) -> int:
+    """The GPU memory one replica is charged against a vramBytes cap: in gpuSharing mode
+    shared, spec.resources.gpuSharing.memoryLimitGiB when set (LLMKube's podVRAMBytes:
+    the footprint the service declares on its shared seat), else the Model's
+    hardware.gpu.memory times the GPUs charged."""
+    limit = service.sharing.memory_limit_gib
+    if service.sharing.mode == "shared" and limit:
+        return limit * GIB
+    return model.gpu.memory_bytes * charge
 
 
 @dataclass(frozen=True)

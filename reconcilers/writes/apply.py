@@ -74,24 +74,33 @@ def contains(desired: Any, live: Any) -> bool:
     live may carry more: defaults, other managers' fields and, in keyed lists
     (containers, env, ports, volumes...), other managers' items. Other lists are
     atomic and compared whole (args, command, tolerations).
+
+    Walked with a stack of its own, not by recursion: an object of any depth (a
+    user's opaque field nested hundreds of levels) is compared without RecursionError.
     """
-    if isinstance(desired, dict):
-        return isinstance(live, dict) and all(
-            k in live and contains(v, live[k]) for k, v in desired.items()
-        )
-    if isinstance(desired, list):
-        if not isinstance(live, list):
+    pending: list[tuple[Any, Any]] = [(desired, live)]
+    while pending:
+        want, have = pending.pop()
+        if isinstance(want, dict):
+            if not isinstance(have, dict) or any(k not in have for k in want):
+                return False
+            pending.extend((v, have[k]) for k, v in want.items())
+        elif isinstance(want, list):
+            if not isinstance(have, list):
+                return False
+            keys = [_item_key(d) for d in want]
+            if want and all(k is not None for k in keys):
+                by_key = {_item_key(v): v for v in have}
+                if any(k not in by_key for k in keys):
+                    return False
+                pending.extend((d, by_key[k]) for k, d in zip(keys, want, strict=True))
+            elif len(want) != len(have):
+                return False
+            else:
+                pending.extend(zip(want, have, strict=True))
+        elif want != have:
             return False
-        keys = [_item_key(d) for d in desired]
-        if desired and all(k is not None for k in keys):
-            by_key = {_item_key(v): v for v in live}
-            return all(
-                k in by_key and contains(d, by_key[k]) for k, d in zip(keys, desired, strict=True)
-            )
-        return len(desired) == len(live) and all(
-            contains(d, v) for d, v in zip(desired, live, strict=True)
-        )
-    return bool(desired == live)
+    return True
 
 
 def owned_by(obj: Obj, owner_uid: str) -> bool:
