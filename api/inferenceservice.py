@@ -14,7 +14,7 @@ from .autoscaling import Autoscaling, parse_autoscaling
 from .common import CONDITIONS, ENV, LABELS, LOCAL_REF, SECRET_KEY_REF, TOLERATIONS
 from .errors import InvalidSpec
 from .model import MAX_GPU_COUNT, ModelSpec
-from .podfields import ROPE_FACTOR_PATTERN, PodFields, parse_pod_fields
+from .podfields import ROPE_FACTOR_PATTERN, ROPE_TYPES, PodFields, parse_pod_fields
 from .schema import (
     Array,
     Bool,
@@ -226,7 +226,9 @@ SPEC = Object(
         "contextSize": Int(minimum=128, maximum=2097152),
         "ropeScaling": Object(
             fields={
-                "type": Str(enum=("none", "linear", "yarn")),
+                # LLMKube's enum (linear, yarn, longrope) and llama.cpp's `none`; b10068's
+                # --rope-scaling has no longrope: refused at parse (podfields.py).
+                "type": Str(enum=ROPE_TYPES),
                 # LLMKube's shape: a decimal string (no float pitfalls), llama.cpp's
                 # --rope-scale value as written.
                 "factor": Str(pattern=ROPE_FACTOR_PATTERN),

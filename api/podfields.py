@@ -40,6 +40,10 @@ SPEC_TYPES = (
 # ropeScaling.factor: LLMKube's pattern (a decimal string), and its whole-value twin
 # (Python's `$` also matches before a trailing newline; the CRD's does not).
 ROPE_FACTOR_PATTERN = r"^[0-9]+(\.[0-9]+)?$"
+# ropeScaling.type: what LLMKube's enum takes and llama.cpp's `none`; and what b10068's
+# `--rope-scaling {none,linear,yarn}` takes (anything else: "invalid value", exit 1).
+ROPE_TYPES = ("none", "linear", "yarn", "longrope")
+LLAMACPP_ROPE_TYPES = ("none", "linear", "yarn")
 _ROPE_FACTOR = re.compile(r"[0-9]+(\.[0-9]+)?")
 # Types that need draft weights (LLMKube's CEL rule); draft-mtp may carry its own.
 DRAFT_WEIGHTS = ("draft-simple", "draft-eagle3", "draft-dflash", "draft-dspark")
@@ -173,6 +177,12 @@ def _mounts(data: Obj, skip_model_init: bool, errors: list[str]) -> tuple[Obj, .
 def _rope(raw: Obj | None, errors: list[str]) -> RopeScaling | None:
     if not raw or not raw.get("type"):
         return None  # LLMKube emits nothing without a type
+    if raw["type"] not in LLAMACPP_ROPE_TYPES:
+        errors.append(
+            f"spec.ropeScaling.type: {raw['type']!r} is not a --rope-scaling value of llama.cpp "
+            f"b10068 ({', '.join(LLAMACPP_ROPE_TYPES)})"
+        )
+        return None
     factor = raw.get("factor")
     if factor is not None and not _ROPE_FACTOR.fullmatch(factor):
         errors.append(f'spec.ropeScaling.factor: {factor!r} is not a decimal number such as "2.0"')

@@ -43,6 +43,7 @@ import yaml
 
 from api import InvalidSpec, parse_inference_service, parse_model
 from api.inferenceservice import LLAMACPP_CACHE_TYPES, LLAMACPP_QUANTIZED_CACHE_TYPES
+from api.podfields import LLAMACPP_ROPE_TYPES, ROPE_TYPES
 from objtypes import Obj
 from reconcilers.inferenceservice.workload import model_location, pod_spec
 from runtimes.args import EXITS_AT_START
@@ -534,3 +535,15 @@ def test_the_split_modes_are_the_pinned_releases(llama_server: Path) -> None:
     assert "split weights and KV across GPUs (parallelized" in described["tensor"], described
     assert SPLIT_MODES["tensor"] == "tensor" and SPLIT_MODES["layer"] == "layer"
     assert "split layers and KV across GPUs" in described["layer"], described
+
+
+def test_the_rope_scaling_types_served_are_the_pinned_releases(llama_server: Path) -> None:
+    """ropeScaling.type: what b10068's --rope-scaling lists is served; LLMKube's `longrope`
+    (in its enum, not in this release) is stored and refused at parse."""
+    help_text = subprocess.run(
+        [str(llama_server), "--help"], capture_output=True, text=True, timeout=60
+    ).stdout
+    line = re.search(r"^--rope-scaling \{([\w,]+)\}", help_text, re.M)
+    assert line, help_text[:2000]
+    assert tuple(line[1].split(",")) == LLAMACPP_ROPE_TYPES
+    assert set(ROPE_TYPES) - set(LLAMACPP_ROPE_TYPES) == {"longrope"}

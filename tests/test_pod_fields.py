@@ -208,6 +208,10 @@ async def test_rope_scaling_on_a_runtime_that_ignores_it_is_reported(
             {"ropeScaling": {"type": "yarn", "factor": "0.0"}},
             "spec.ropeScaling.factor: must be above 0",
         ),
+        (  # in LLMKube's enum, not in b10068's --rope-scaling
+            {"ropeScaling": {"type": "longrope"}},
+            "spec.ropeScaling.type: 'longrope' is not a --rope-scaling value of llama.cpp",
+        ),
         ({"speculativeDecoding": {"type": "eagle"}}, "spec.speculativeDecoding.type: 'eagle'"),
         (
             {"speculativeDecoding": {"type": "draft"}},
