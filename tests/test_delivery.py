@@ -235,7 +235,8 @@ def test_files_are_refused_where_no_loader_can_stage_them() -> None:
     assert e.value.errors[0].startswith("spec.files: multi-file staging needs")
     s3 = {"source": "s3://bkt/q", "sourceSecretRef": {"name": "c"}, "files": ["a.gguf"]}
     env = {e["name"]: e.get("value") for e in _pod("llamacpp", s3, {})["initContainers"][0]["env"]}
-    assert env["LOADER_FILES"] == "bkt/q/a.gguf a.gguf" and env["LOADER_S3"] == "1"
+    assert env["LOADER_URL_0"] == "bkt/q/a.gguf" and env["LOADER_FILE_0"] == "a.gguf"
+    assert env["LOADER_S3"] == "1"
     with pytest.raises(InvalidSpec) as e:
         parse_model({"source": "org/r", "files": ["../x.gguf", "*.gguf"], "mmproj": "/abs"})
     assert [x.split(":")[0] for x in e.value.errors] == [

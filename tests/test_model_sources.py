@@ -60,7 +60,15 @@ def value(argv: list[str], flag: str) -> str | None:
         ("pvc://claim/../other/m.gguf", "'..' is not allowed"),
         ("file://host/m.gguf", "file:///path/to/model"),
         ("/mnt/models/../../etc/passwd", "'..' is not allowed"),
-        ("hf://org/repo@bad rev", "not a branch, tag or commit"),
+        ("hf://org/repo@bad rev", "holds a space at offset 17"),
+        ("hf://org/repo@v1\n", "holds a newline at offset 16"),
+        ("https://h/x.gguf\nhttps://evil/f ../k/m.gguf", "holds a newline at offset 16"),
+        ("https://h/-K/x.gguf\t", "holds a tab"),
+        ("https://h/\x1b[2Jx.gguf", "holds U+001B at offset 10"),
+        ("https://h/a/../b.gguf", "'..' is not allowed anywhere"),
+        ("https://h/m/.m.gguf.sha256", "starts with '.'"),
+        ("https://h/\u00e9.gguf", "in printable ASCII"),
+        ("hf://org/repo@refs..x", "'..' is not allowed anywhere"),
         ("hf://org--x/repo", "cannot hold '--' or '..'"),
         ("org/repo/extra", "'repo' or 'org/repo'"),
         ("s3://Bucket_X/k", "not an S3 bucket name"),
@@ -117,10 +125,8 @@ def test_hf_file_source_is_downloaded_from_the_hub_at_its_revision() -> None:
     p = pod("llamacpp", {"source": "hf://org/repo-GGUF/sub/m-Q4.gguf@v1"})
     assert value(args(p), "--model") == "/models/m-Q4.gguf"
     env = {e["name"]: e.get("value") for e in p["initContainers"][0]["env"]}
-    assert (
-        env["LOADER_FILES"]
-        == "https://huggingface.co/org/repo-GGUF/resolve/v1/sub/m-Q4.gguf m-Q4.gguf"
-    )
+    assert env["LOADER_COUNT"] == "1" and env["LOADER_FILE_0"] == "m-Q4.gguf"
+    assert env["LOADER_URL_0"] == "https://huggingface.co/org/repo-GGUF/resolve/v1/sub/m-Q4.gguf"
 
 
 # -- pvc:// and host paths: volumes, read-only, never hidden --------------------------
@@ -186,18 +192,22 @@ def test_a_source_under_models_is_not_hidden_by_the_loader_volume() -> None:
 
 
 def test_s3_loader_reads_the_secret_through_secret_key_refs() -> None:
-    spec = {"source": "s3://models/q/m f.gguf", "sourceSecretRef": {"name": "creds"}}
+    spec = {"source": "s3://models/q/m,f.gguf", "sourceSecretRef": {"name": "creds"}}
     p = pod("llamacpp", spec)
     init = p["initContainers"][0]
     given = {e["name"]: e.get("value") for e in init["env"]}
-    assert given["LOADER_FILES"] == "models/q/m%20f.gguf m f.gguf"
-    assert given["LOADER_PATH"] == "/models/m f.gguf" and given["LOADER_S3"] == "1"
-    env = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in init["env"] if "valueFrom" in e}
+    assert given["LOADER_URL_0"] == "models/q/m%2Cf.gguf" and given["LOADER_FILE_0"] == "m,f.gguf"
+    assert given["LOADER_PATH"] == "/models/m,f.gguf" and given["LOADER_S3"] == "1"
+    env = {
+        e["name"]: e["valueFrom"]["secretKeyRef"]
+        for e in init["env"]
+        if "secretKeyRef" in e.get("valueFrom", {})
+    }
     assert env["AWS_ACCESS_KEY_ID"] == {"name": "creds", "key": "AWS_ACCESS_KEY_ID"}
     assert env["AWS_SECRET_ACCESS_KEY"] == {"name": "creds", "key": "AWS_SECRET_ACCESS_KEY"}
     for optional in ("AWS_REGION", "AWS_ENDPOINT_URL", "AWS_SESSION_TOKEN"):
         assert env[optional] == {"name": "creds", "key": optional, "optional": True}
-    assert value(args(p), "--model") == "/models/m f.gguf"
+    assert value(args(p), "--model") == "/models/m,f.gguf"
 
 
 def _sigv4_valid(handler: http.server.BaseHTTPRequestHandler, secret: str) -> bool:
@@ -234,7 +244,7 @@ def s3_server() -> Iterator[tuple[str, list[Obj]]]:
             seen.append(
                 {"path": self.path, "ok": ok, "token": self.headers["x-amz-security-token"]}
             )
-            body = b"gguf-bytes" if ok and self.path == "/models/q/m%20f.gguf" else b"denied"
+            body = b"gguf-bytes" if ok and self.path == "/models/q/m%2Cf.gguf" else b"denied"
             self.send_response(200 if body == b"gguf-bytes" else 403)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
@@ -252,7 +262,7 @@ def s3_server() -> Iterator[tuple[str, list[Obj]]]:
 
 
 def _run_s3_loader(tmp: Path, endpoint: str, secret: str) -> subprocess.CompletedProcess[str]:
-    p = pod("llamacpp", {"source": "s3://models/q/m f.gguf", "sourceSecretRef": {"name": "c"}})
+    p = pod("llamacpp", {"source": "s3://models/q/m,f.gguf", "sourceSecretRef": {"name": "c"}})
     sh, flag, script = p["initContainers"][0]["command"]
     assert script == SCRIPT
     given = {e["name"]: e["value"] for e in p["initContainers"][0]["env"] if "value" in e}
@@ -281,8 +291,8 @@ def test_s3_loader_signs_with_sigv4_against_an_s3_endpoint(
     endpoint, seen = s3_server
     done = _run_s3_loader(tmp_path, endpoint, "secret/key+1")
     assert done.returncode == 0, done.stderr
-    assert (tmp_path / "m f.gguf").read_bytes() == b"gguf-bytes"
-    assert seen[0] == {"path": "/models/q/m%20f.gguf", "ok": True, "token": "token-1"}
+    assert (tmp_path / "m,f.gguf").read_bytes() == b"gguf-bytes"
+    assert seen[0] == {"path": "/models/q/m%2Cf.gguf", "ok": True, "token": "token-1"}
 
 
 def test_s3_loader_fails_on_a_wrong_secret(
@@ -291,7 +301,7 @@ def test_s3_loader_fails_on_a_wrong_secret(
     endpoint, seen = s3_server
     done = _run_s3_loader(tmp_path, endpoint, "wrong")
     assert done.returncode != 0
-    assert not (tmp_path / "m f.gguf").exists()
+    assert not (tmp_path / "m,f.gguf").exists()
     assert seen and not any(s["ok"] for s in seen)
 
 
