@@ -56,9 +56,7 @@ def text_problem(value: str) -> str | None:
     for at, ch in enumerate(value):
         if ch.isspace() or unicodedata.category(ch).startswith("C"):
             name = _CHAR_NAMES.get(ch, f"U+{ord(ch):04X}")
-            return (
-                f"holds {name} at offset {at}: whitespace and control characters are not allowed"
-            )
+            return f"holds {name} at offset {at}: whitespace and control characters are not allowed"
     if ".." in value:
         return "'..' is not allowed anywhere in it"
     return None

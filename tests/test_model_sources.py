@@ -19,7 +19,7 @@ import pytest
 from api import InvalidSpec, parse_inference_service, parse_model, rule_errors
 from app.cli import parse
 from app.controllers import reconcilers
-from controller.kube import KubeClient
+from controller.kube import ApiError, KubeClient
 from controller.manager import Manager, ManagerConfig
 from controller.resources import DEPLOYMENT, INFERENCE_SERVICE, MODEL
 from objtypes import Obj
@@ -326,6 +326,51 @@ def test_webhook_refuses_a_revision_llamacpp_cannot_take() -> None:
     assert not allowed and "Model 'm' spec.source: 'hf://unsloth/Q-GGUF@v2'" in message
     vllm = _review("InferenceService", {"modelRef": "m", "runtime": "vllm"})
     assert verdict(vllm, lambda ns, name: model)[0]
+
+
+# Hostile sources and file names (issue 27 items 1 and 2): a newline that would add a line
+# (another URL, a target in another Model's folder, a curl option), '..', a hidden name.
+HOSTILE: list[tuple[Obj, str]] = [
+    ({"source": "https://h/x.gguf\nhttps://evil/f ../0123456789abcdef/m.gguf"}, "spec.source"),
+    ({"source": "https://h/x.gguf\n-K/tmp/evil.cfg y.gguf"}, "spec.source"),
+    ({"source": "https://h/x.gguf\n"}, "spec.source"),
+    ({"source": "hf://org/repo\r"}, "spec.source"),
+    ({"source": "https://h/a/../../b.gguf"}, "spec.source"),
+    ({"source": "s3://bkt/k/../../other/m.gguf", "sourceSecretRef": {"name": "c"}}, "spec.source"),
+    ({"source": "org/r", "files": ["m.gguf", "../0123456789abcdef/m.gguf"]}, "spec.files[1]"),
+    ({"source": "org/r", "files": ["m.gguf", ".m.gguf.sha256"]}, "spec.files[1]"),
+    ({"source": "org/r", "files": ["m.gguf\nx"]}, "spec.files[0]"),
+    ({"source": "org/r", "files": ["m.gguf"], "mmproj": "/etc/passwd"}, "spec.mmproj"),
+]
+
+
+@pytest.mark.parametrize(("spec", "field"), HOSTILE)
+def test_webhook_and_reconcile_refuse_a_hostile_source_naming_the_field(
+    spec: Obj, field: str
+) -> None:
+    allowed, message = verdict(_review("Model", spec))
+    assert not allowed and message.startswith(f"{field}: "), message
+    with pytest.raises(InvalidSpec) as e:
+        parse_model(spec)
+    assert e.value.errors[0].startswith(f"{field}: ")
+
+
+async def test_the_crd_refuses_a_hostile_source_without_the_webhook(kube: KubeClient) -> None:
+    for i, (spec, field) in enumerate(HOSTILE):
+        model = {
+            "apiVersion": "inference.llmkube.dev/v1alpha1",
+            "kind": "Model",
+            "metadata": {"name": f"hostile-{i}", "namespace": "default"},
+            "spec": spec,
+        }
+        with pytest.raises(ApiError) as e:
+            await kube.create(MODEL, model)
+        assert e.value.status == 422 and field in e.value.message, (spec, e.value.message)
+    # What LLMKube's samples write is admitted.
+    for i, source in enumerate(["https://h/m/x.gguf?download=true", "hf://org/r@refs/pr/1"]):
+        ok = {"apiVersion": "inference.llmkube.dev/v1alpha1", "kind": "Model"}
+        ok |= {"metadata": {"name": f"ok-{i}", "namespace": "default"}, "spec": {"source": source}}
+        await kube.create(MODEL, ok)
 
 
 def test_cli_takes_comma_separated_absolute_roots() -> None:
