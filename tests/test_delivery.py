@@ -3,6 +3,8 @@ Model's status, sha256, prefetch Jobs, files/mmproj and the HF token."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from api import InvalidSpec, parse_inference_service, parse_model
@@ -11,6 +13,8 @@ from controller.kube import KubeClient
 from controller.resources import DEPLOYMENT, JOB, PERSISTENT_VOLUME_CLAIM
 from controller.resources import MODEL as MODEL_RT
 from objtypes import Obj
+from reconcilers.delivery import delivery
+from reconcilers.loader import LOADER_NAME
 from reconcilers.model_cache_settings import CacheSettings
 from reconcilers.workload import pod_spec
 from testserver.loader_sim import simulated_sha256
@@ -249,3 +253,19 @@ def test_files_are_refused_where_no_loader_can_stage_them() -> None:
     assert e.value.errors == [
         "spec.mmproj: spec.files must name the primary model file (files[0]) too"
     ]
+
+
+def test_a_loader_refusing_its_input_fails_the_model_as_invalid() -> None:
+    """A Model stored before its source was checked never gets a loader (parse_model refuses
+    it); should one run anyway, its BadTarget/BadSource report says so, not DownloadFailed."""
+    spec = parse_model({"source": URL})
+    report = {"cacheKey": spec.cache_key, "error": "BadTarget", "file": "../k/m.gguf"}
+    terminated = {"exitCode": 1, "message": json.dumps(report)}
+    pod = {
+        "status": {
+            "initContainerStatuses": [{"name": LOADER_NAME, "state": {"terminated": terminated}}]
+        }
+    }
+    found = delivery(spec, [pod])
+    assert (found.phase, found.reason) == ("Failed", "InvalidSpec")
+    assert found.message.startswith("the loader refused '../k/m.gguf'")

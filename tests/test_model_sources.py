@@ -17,6 +17,8 @@ from typing import Any
 import pytest
 
 from api import InvalidSpec, parse_inference_service, parse_model, rule_errors
+from api.schema import go_regex
+from api.source import SOURCE_PATTERN
 from app.cli import parse
 from app.controllers import reconcilers
 from controller.kube import ApiError, KubeClient
@@ -26,6 +28,7 @@ from objtypes import Obj
 from reconcilers.loader import SCRIPT
 from reconcilers.model_source import SourceNotAllowed
 from reconcilers.workload import pod_spec
+from testserver.schema import _regex as server_regex
 from webhook.admission import verdict
 
 from .conftest import eventually, reapply, wait_condition
@@ -80,6 +83,20 @@ def test_a_malformed_source_is_refused_naming_spec_source(source: str, error: st
         parse_model({"source": source})
     message = "; ".join(e.value.errors)
     assert message.startswith(f"spec.source: {source!r}: ") and error in message
+
+
+def test_patterns_match_as_the_apiserver_does() -> None:
+    """Go's regexp (the apiserver's) ends `$` at the end of the text; Python's also matches
+    before a final newline. The controller and the test server match as Go does."""
+    for regex in (go_regex, server_regex):
+        assert regex(SOURCE_PATTERN).search("https://h/x.gguf")
+        assert not regex(SOURCE_PATTERN).search("https://h/x.gguf\n")
+        assert not regex(r"^[a-fA-F0-9]{64}$").search("a" * 64 + "\n")
+        assert not regex(r"^\d+-\d+$").search("\u0661-\u0662")  # \d is ASCII in Go
+        assert regex(r"^[$]+$").search("$$") and regex(r"^[]a]+$").search("]a")
+    with pytest.raises(InvalidSpec) as e:
+        parse_model({"source": "org/r", "sha256": "a" * 64 + "\n"})
+    assert e.value.errors[0].startswith("spec.sha256: ")
 
 
 def test_s3_needs_the_secret_with_its_keys() -> None:
