@@ -471,6 +471,48 @@ def test_3_two_loaders_racing_on_one_folder_stage_one_whole_file(
     assert rc == 0 and o.gets == [] and msg["sha256"] == SUM
 
 
+@pytest.mark.parametrize("pinned", [True, False])
+def test_3_a_copy_published_while_a_loader_downloads(
+    tmp_path: Path, origin: tuple[Origin, str], shell: str, pinned: bool
+) -> None:
+    """Another loader links its copy into place while this one downloads: this one uses
+    it (the first complete copy wins), unless spec.sha256 pins the file and theirs is not
+    it: then this one's verified copy replaces it."""
+    o, url = origin
+    model = ModelSpec(source=f"{url}/model.gguf", sha256=SUM if pinned else None)
+    folder = tmp_path / "models" / model.cache_key
+    o.hold = HOLD
+    loader = start(tmp_path, model_env(model), shell, "pod-a")
+    until(
+        lambda: any(b for n, b in files_under(folder).items() if n.endswith(".part")),
+        "part of the file on disk",
+    )
+    (folder / "model.gguf").write_bytes(EVIL)  # the other loader's copy
+    o.hold = None
+    o.release.set()
+    out, _ = loader.communicate(timeout=60)
+    rc, msg, _ = _result(tmp_path, "pod-a", loader, out)
+    assert rc == 0, out
+    assert (folder / "model.gguf").read_bytes() == (BODY if pinned else EVIL)
+    assert msg["sha256"] == (SUM if pinned else EVIL_SUM)
+    assert [n for n in files_under(folder) if n.endswith(".part")] == []
+
+
+def test_a_volume_without_hard_links_publishes_by_rename(
+    tmp_path: Path, origin: tuple[Origin, str]
+) -> None:
+    _, url = origin
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "ln").write_text("#!/bin/sh\necho 'ln: Operation not permitted' >&2\nexit 1\n")
+    (bin_dir / "ln").chmod(0o755)
+    given = plain([(f"{url}/model.gguf", "model.gguf")], LOADER_SHA256=SUM)
+    rc, msg, out = run(tmp_path, given, f"{bin_dir}:/usr/bin:/bin")
+    assert rc == 0 and msg["sha256"] == SUM, out
+    assert (tmp_path / "models/key1/model.gguf").read_bytes() == BODY
+    assert [n for n in files_under(tmp_path / "models") if n.endswith(".part")] == []
+
+
 def test_4_a_poisoned_cached_file_is_hashed_again_and_replaced_when_sha256_is_set(
     tmp_path: Path, origin: tuple[Origin, str], shell: str
 ) -> None:

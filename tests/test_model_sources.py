@@ -383,10 +383,14 @@ async def test_the_crd_refuses_a_hostile_source_without_the_webhook(kube: KubeCl
         with pytest.raises(ApiError) as e:
             await kube.create(MODEL, model)
         assert e.value.status == 422 and field in e.value.message, (spec, e.value.message)
-    # What LLMKube's samples write is admitted.
+    # Sources as LLMKube's samples write them are admitted.
     for i, source in enumerate(["https://h/m/x.gguf?download=true", "hf://org/r@refs/pr/1"]):
-        ok = {"apiVersion": "inference.llmkube.dev/v1alpha1", "kind": "Model"}
-        ok |= {"metadata": {"name": f"ok-{i}", "namespace": "default"}, "spec": {"source": source}}
+        ok: Obj = {
+            "apiVersion": "inference.llmkube.dev/v1alpha1",
+            "kind": "Model",
+            "metadata": {"name": f"ok-{i}", "namespace": "default"},
+            "spec": {"source": source},
+        }
         await kube.create(MODEL, ok)
 
 
