@@ -75,6 +75,7 @@ case "${LOADER_COUNT:-}" in '' | *[!0-9]*) fail BadInput LOADER_COUNT ;; esac
 # This pod's name for its temporary files: a restarted loader resumes its own part, and
 # no other pod (replica, prefetch Job) ever writes to it.
 me="$(printf '%s' "${LOADER_POD_UID:-$(hostname)}" | tr -c 'A-Za-z0-9-' '_')"
+[ -n "$me" ] || me=pod
 plain() { [ "$(printf '%s' "$1" | tr -d '\001-\040\177')" = "$1" ]; }  # no space, no control
 if [ -n "${LOADER_S3:-}" ]; then
   region="${AWS_REGION:-us-east-1}"
