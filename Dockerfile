@@ -7,6 +7,7 @@ COPY api api
 COPY app app
 COPY controller controller
 COPY reconcilers reconcilers
+COPY runtimes runtimes
 COPY metrics metrics
 COPY webhook webhook
 RUN pip wheel --no-cache-dir --wheel-dir /wheels .

@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 BENCH_ARGS ?=
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo test lint typecheck pytest bench wheels sync-data clean crds llama-server
+.PHONY: install demo test lint typecheck pytest bench wheels sync-data clean crds runtime-options llama-server
 
 # The product (editable, with the dev tools) and the test API server's own distribution
 # (packaging/testserver: not in the product wheel, needed by the demo and the tests).
@@ -64,6 +64,13 @@ test: lint typecheck pytest
 crds: $(STAMP)
 	$(BIN)/python -m api.crdgen charts/llmkube/crds
 	$(MAKE) sync-data
+
+# What each pinned runtime's parser accepts (runtimes/data/runtime_options.json): vLLM,
+# SGLang and TGI from the contract files in tests/data/runtime-options, llama.cpp from the
+# pinned llama-server's --help (built first); tests/test_runtime_spellings.py fails when the
+# committed file differs.
+runtime-options: $(STAMP) llama-server
+	$(BIN)/python scripts/runtime-spellings.py
 
 bench: $(STAMP)
 	$(BIN)/pip install --quiet -e '.[dev,bench]' || echo "kopf not installed: the bench runs without it"

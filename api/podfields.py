@@ -19,7 +19,7 @@ from objtypes import Obj
 DEFAULT_BIND_ADDRESS = "::"  # the CRD's default, written into every object
 PROBE_KINDS = ("startup", "liveness", "readiness")
 PROBE_HANDLERS = ("httpGet", "tcpSocket", "exec", "grpc")
-# The volume (and mount path) the model is loaded from (reconcilers/loader.py MODEL_DIR).
+# The volume (and mount path) the model is loaded from (reconcilers/sources/loader.py MODEL_DIR).
 MODEL_VOLUME, MODEL_MOUNT = "models", "/models"
 # llama.cpp's --spec-type: LLMKube's aliases, and the types that turn it off.
 SPEC_TYPE_ALIASES = {"mtp": "draft-mtp", "draft": "draft-simple"}

@@ -24,8 +24,8 @@ from controller import logging as log_setup
 from controller.kube import KubeClient
 from controller.manager import DEFAULT_WORKERS, Manager, ManagerConfig
 from controller.resources import MODEL
-from reconcilers.kueue import KueueSettings, parse_mappings
-from reconcilers.model_cache_settings import ACCESS_MODES, MODES, CacheSettings
+from reconcilers.devices.kueue import KueueSettings, parse_mappings
+from reconcilers.settings import ACCESS_MODES, MODES, CacheSettings, Settings
 
 from .controllers import reconcilers
 from .servers import bind_domain_metrics, metrics_runnable, webhook_runnable
@@ -293,9 +293,12 @@ def manager_for(client: KubeClient, args: argparse.Namespace) -> Manager:
         storage_class=args.model_cache_storage_class or None,
         access_mode=args.model_cache_access_mode,
     )
-    manager = Manager(
-        client, config, reconcilers=reconcilers(KueueSettings(mappings), roots, cache_settings)
+    settings = Settings(
+        model_cache=cache_settings,
+        allowed_host_path_roots=roots,
+        kueue=KueueSettings(mappings),
     )
+    manager = Manager(client, config, reconcilers=reconcilers(settings))
     bind_domain_metrics(manager)
     if args.webhook_port:
         cache = manager.cache

@@ -1,49 +1,23 @@
-"""The reconcilers this controller runs, as the manager's factories."""
+"""The reconcilers this controller runs, as the manager's setup."""
 
 from __future__ import annotations
 
 from controller.cache import Cache
 from controller.events import EventRecorder
 from controller.kube import KubeClient
-from controller.manager import ReconcilerFactory
+from controller.manager import ReconcilerSetup
 from controller.reconcile import Reconciler
+from reconcilers import GPUQuotaReconciler, InferenceServiceReconciler, ModelReconciler
 from reconcilers.context import Context
-from reconcilers.gpuquota import GPUQuotaReconciler
-from reconcilers.inferenceservice import InferenceServiceReconciler
-from reconcilers.kueue import KueueSettings
-from reconcilers.model import ModelReconciler
-from reconcilers.model_cache_settings import CacheSettings
+from reconcilers.settings import Settings
 
 
-def reconcilers(
-    kueue: KueueSettings | None = None,
-    allowed_host_path_roots: tuple[str, ...] = (),
-    model_cache: CacheSettings | None = None,
-) -> list[ReconcilerFactory]:
-    """Model, InferenceService and GPUQuota, sharing one Context (one Event recorder and
-    status writer) per manager. kueue: the deviceClassMappings Kueue is configured with;
-    allowed_host_path_roots: where host-path Model sources may come from; model_cache:
-    the cache PVC settings."""
-    shared: dict[int, Context] = {}
+def reconcilers(settings: Settings | None = None) -> ReconcilerSetup:
+    """Model, InferenceService and GPUQuota over one Context (one Event recorder, one
+    status writer, the operator's settings), made once when the manager is built."""
 
-    def context(client: KubeClient, cache: Cache, recorder: EventRecorder) -> Context:
-        if id(cache) not in shared:
-            shared[id(cache)] = Context.create(
-                client,
-                cache,
-                recorder=recorder,
-                allowed_host_path_roots=allowed_host_path_roots,
-                model_cache=model_cache,
-            )
-        return shared[id(cache)]
+    def setup(client: KubeClient, cache: Cache, recorder: EventRecorder) -> list[Reconciler]:
+        ctx = Context.create(client, cache, recorder=recorder, settings=settings)
+        return [ModelReconciler(ctx), InferenceServiceReconciler(ctx), GPUQuotaReconciler(ctx)]
 
-    def model(client: KubeClient, cache: Cache, recorder: EventRecorder) -> Reconciler:
-        return ModelReconciler(context(client, cache, recorder))
-
-    def service(client: KubeClient, cache: Cache, recorder: EventRecorder) -> Reconciler:
-        return InferenceServiceReconciler(context(client, cache, recorder), kueue)
-
-    def quota(client: KubeClient, cache: Cache, recorder: EventRecorder) -> Reconciler:
-        return GPUQuotaReconciler(context(client, cache, recorder))
-
-    return [model, service, quota]
+    return setup

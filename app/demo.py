@@ -23,11 +23,12 @@ from collections.abc import Callable
 
 from prometheus_client import generate_latest
 
-from controller.kube import ApiError, KubeClient
+from controller.errors import ApiError
+from controller.kube import KubeClient
 from controller.manager import Manager, ManagerConfig
 from controller.resources import DEPLOYMENT, INFERENCE_SERVICE, MODEL, POD, RESOURCE_CLAIM
 from objtypes import Obj
-from reconcilers.model_cache_settings import CacheSettings
+from reconcilers.settings import CacheSettings, Settings
 
 from .controllers import reconcilers
 from .kubectl import render_status
@@ -245,7 +246,7 @@ async def demo(keep_running: bool = False) -> int:
     client = await KubeClient.connect(server.url)
     config = ManagerConfig(http_host="127.0.0.1", http_port=0, workers=2)
     cache = CacheSettings(enabled=True)  # the chart's default: the shared cache PVC
-    manager = Manager(client, config, reconcilers=reconcilers(model_cache=cache))
+    manager = Manager(client, config, reconcilers=reconcilers(Settings(model_cache=cache)))
     bind_domain_metrics(manager)
     try:
         await install_crds(client)

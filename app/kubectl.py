@@ -21,7 +21,8 @@ from pathlib import Path
 
 import yaml
 
-from controller.kube import ApiError, KubeClient
+from controller.errors import ApiError
+from controller.kube import KubeClient
 from controller.resources import (
     GPU_QUOTA,
     INFERENCE_SERVICE,

@@ -1,0 +1,1 @@
+"""Benchmarks (`make bench`): the product, kopf and a minimal loop on the same API server."""

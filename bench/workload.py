@@ -110,8 +110,8 @@ SERVICES_UNDER_QUOTA = Workload(
 )
 
 
-# The labels the controller puts on a service's pods (reconcilers/workload.py), written
-# here as a user would see them: the bench builds pods the way the cluster holds them.
+# The labels the controller puts on a service's pods (reconcilers/ownership.py), written here
+# as a user would see them: the bench builds pods the way the cluster holds them.
 POD_LABELS = {"app.kubernetes.io/managed-by": "llmkube"}
 SERVICE_LABEL = "inference.llmkube.dev/inferenceservice"
 

@@ -33,7 +33,8 @@ from objtypes import Obj
 
 from . import logging as log_setup
 from .clock import now as _now
-from .kube import ApiError, KubeClient
+from .errors import ApiError
+from .kube import KubeClient
 from .resources import EVENT
 
 NORMAL, WARNING = "Normal", "Warning"

@@ -33,7 +33,8 @@ from metrics.informer import InformerMetrics
 from objtypes import Obj
 
 from .clock import REAL, Clock
-from .kube import INVALID, ApiError, Gone, KubeClient
+from .errors import ApiError, Gone
+from .kube import INVALID, KubeClient
 from .resources import ResourceType, object_key
 
 log = structlog.get_logger("informer")

@@ -33,7 +33,8 @@ import structlog
 from objtypes import Obj
 
 from .clock import REAL, Clock
-from .kube import TRANSIENT, KubeClient
+from .errors import TRANSIENT
+from .kube import KubeClient
 from .resources import LEASE
 
 log = structlog.get_logger("leaderelection")

@@ -30,9 +30,10 @@ from metrics import ControllerMetrics, ReconcileMetrics
 from . import health
 from .cache import Cache
 from .clock import REAL, Clock
+from .errors import TRANSIENT
 from .events import EventRecorder
 from .informer import Event, Informer
-from .kube import TRANSIENT, KubeClient
+from .kube import KubeClient
 from .leaderelection import LeaderElector
 from .reconcile import PRIMARY_DEFAULT, Predicate, Reconciler, Request, TerminalError, Watch
 from .workqueue import QueueShutDown, RateLimitingQueue
@@ -40,7 +41,9 @@ from .workqueue import QueueShutDown, RateLimitingQueue
 log = structlog.get_logger("manager")
 # Builds a reconciler from the manager's client, cache and Event recorder (the composition
 # root's list).
-ReconcilerFactory = Callable[[KubeClient, Cache, EventRecorder], Reconciler]
+# Called once with the manager's client, cache and Event recorder: the reconcilers to run
+# (the composition root builds them, sharing what it likes; the manager knows none).
+ReconcilerSetup = Callable[[KubeClient, Cache, EventRecorder], Sequence[Reconciler]]
 # Something else the manager runs beside the controllers (e.g. the webhook server): started
 # with the manager on every replica (no leadership needed), cancelled by stop().
 Runnable = Callable[[], Coroutine[Any, Any, None]]
@@ -152,7 +155,7 @@ class Manager:
         config: ManagerConfig | None = None,
         *,
         metrics: ControllerMetrics | None = None,
-        reconcilers: Sequence[ReconcilerFactory],
+        reconcilers: ReconcilerSetup,
         runnables: Sequence[Runnable] = (),
         clock: Clock = REAL,
     ) -> None:
@@ -166,8 +169,7 @@ class Manager:
         self.recorder = EventRecorder(client, metrics=self.metrics.events)
         self.runnables = list(runnables)
         self.reconcilers: dict[str, Reconciler] = {}
-        for factory in reconcilers:
-            reconciler = factory(client, self.cache, self.recorder)
+        for reconciler in reconcilers(client, self.cache, self.recorder):
             self.reconcilers[reconciler.name] = reconciler
             self.metrics.init_controller(reconciler.name)
             self.queue.register(reconciler.name)

@@ -1,4 +1,5 @@
-"""What every reconciler is given: the API client, the informer cache, Events, status."""
+"""What every reconciler is given: the API client, the informer cache, Events, status,
+and the operator's settings."""
 
 from __future__ import annotations
 
@@ -7,9 +8,8 @@ from dataclasses import dataclass, field
 from controller.cache import Cache
 from controller.events import EventRecorder
 from controller.kube import KubeClient
-
-from .model_cache_settings import CacheSettings
-from .status import StatusWriter
+from reconcilers.settings import Settings
+from reconcilers.writes.status import StatusWriter
 
 
 @dataclass
@@ -18,11 +18,7 @@ class Context:
     cache: Cache
     recorder: EventRecorder
     status: StatusWriter
-    # --allowed-host-path-roots: where file:// and absolute-path Model sources may be
-    # mounted from; empty (the default) refuses them all.
-    allowed_host_path_roots: tuple[str, ...] = field(default=())
-    # --model-cache-*: the cache PVC loaders fill (reconcilers/model_cache.py).
-    model_cache: CacheSettings = field(default_factory=CacheSettings)
+    settings: Settings = field(default_factory=Settings)
 
     @classmethod
     def create(
@@ -30,15 +26,7 @@ class Context:
         client: KubeClient,
         cache: Cache,
         recorder: EventRecorder | None = None,
-        allowed_host_path_roots: tuple[str, ...] = (),
-        model_cache: CacheSettings | None = None,
+        settings: Settings | None = None,
     ) -> Context:
         recorder = recorder or EventRecorder(client)
-        return cls(
-            client,
-            cache,
-            recorder,
-            StatusWriter(client, recorder),
-            allowed_host_path_roots,
-            model_cache or CacheSettings(),
-        )
+        return cls(client, cache, recorder, StatusWriter(client, recorder), settings or Settings())

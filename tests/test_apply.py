@@ -14,8 +14,8 @@ from app.manifests import apply_text
 from controller.kube import KubeClient
 from controller.manager import Manager
 from controller.resources import DEPLOYMENT, SERVICE
-from reconcilers.apply import FIELD_MANAGER
-from reconcilers.workload import CONTAINER
+from reconcilers.inferenceservice.workload import CONTAINER
+from reconcilers.writes.apply import FIELD_MANAGER
 from testserver.process import ApiServerProcess
 
 from .conftest import eventually, isvc_yaml, model_yaml, reapply, reconciles

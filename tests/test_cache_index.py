@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any
 
 import pytest
@@ -13,6 +13,9 @@ from controller.informer import Informer
 from controller.kube import KubeClient
 from controller.resources import POD
 from objtypes import Obj
+from reconcilers.inferenceservice.pods import index_pods, service_pods
+from reconcilers.model.pods import index_model_pods, model_pods
+from reconcilers.ownership import MODEL_LABEL, SERVICE_LABEL
 from testserver.process import ApiServerProcess
 
 from .conftest import eventually
@@ -125,3 +128,30 @@ async def _true(value: Any, key: str | None = None) -> bool:
     if key is not None:
         return bool(value and value["metadata"].get(key))
     return bool(value)
+
+
+async def test_the_reconcilers_find_their_pods_by_label(kube: KubeClient, cache: Cache) -> None:
+    """A Model's pods by the model label, a service's by the service label, per namespace."""
+    index_model_pods(cache)
+    index_pods(cache)
+
+    def labelled(name: str, ns: str, **labels: str) -> Obj:
+        return {"metadata": {"name": name, "namespace": ns, "labels": labels}, "spec": {}}
+
+    await kube.create(POD, labelled("svc-a-1", "default", **{MODEL_LABEL: "m", SERVICE_LABEL: "a"}))
+    await kube.create(POD, labelled("svc-b-1", "default", **{MODEL_LABEL: "m", SERVICE_LABEL: "b"}))
+    await kube.create(POD, labelled("prefetch-m", "default", **{MODEL_LABEL: "m"}))
+    await kube.create(POD, labelled("other-ns", "other", **{MODEL_LABEL: "m"}))
+    await kube.create(POD, labelled("other-model", "default", **{MODEL_LABEL: "n"}))
+
+    def of_model() -> list[str]:
+        return sorted(p["metadata"]["name"] for p in model_pods(cache, "default", "m"))
+
+    await eventually(lambda: _ready(of_model, ["prefetch-m", "svc-a-1", "svc-b-1"]), what="m")
+    isvc = {"metadata": {"name": "a", "namespace": "default", "uid": "u"}}
+    assert [p["metadata"]["name"] for p in service_pods(cache, isvc)] == ["svc-a-1"]
+    assert [p["metadata"]["name"] for p in model_pods(cache, "other", "m")] == ["other-ns"]
+
+
+async def _ready(found: Callable[[], list[str]], want: list[str]) -> bool:
+    return found() == want

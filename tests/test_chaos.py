@@ -24,10 +24,11 @@ from typing import Any
 import pytest
 
 from app.manifests import install_crds
-from controller.kube import ApiError, KubeClient
+from controller.errors import ApiError
+from controller.kube import KubeClient
 from controller.resources import DEPLOYMENT, INFERENCE_SERVICE, MODEL, SERVICE
 from objtypes import Obj
-from reconcilers.workload import SERVICE_LABEL
+from reconcilers.ownership import SERVICE_LABEL
 from testserver.process import ApiServerProcess
 
 NS = "default"

@@ -22,7 +22,8 @@ import yaml
 
 from app.manifests import apply_text, install_crds
 from controller.credentials import ExecPluginError, parse_exec_credential
-from controller.kube import ApiError, KubeClient
+from controller.errors import ApiError
+from controller.kube import KubeClient
 from controller.resources import MODEL, POD
 from testserver.process import ApiServerProcess
 

@@ -13,10 +13,10 @@ from controller.kube import KubeClient
 from controller.resources import DEPLOYMENT, JOB, PERSISTENT_VOLUME_CLAIM
 from controller.resources import MODEL as MODEL_RT
 from objtypes import Obj
-from reconcilers.delivery import delivery
-from reconcilers.loader import LOADER_NAME
-from reconcilers.model_cache_settings import CacheSettings
-from reconcilers.workload import pod_spec
+from reconcilers.inferenceservice.workload import pod_spec
+from reconcilers.model.delivery import delivery
+from reconcilers.settings import CacheSettings
+from reconcilers.sources.loader import LOADER_NAME
 from testserver.loader_sim import simulated_sha256
 
 from .conftest import condition, eventually, isvc_yaml

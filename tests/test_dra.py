@@ -1,11 +1,11 @@
-"""reconcilers/dra.py on objects shaped as a resource.k8s.io/v1 API server returns them."""
+"""reconcilers/devices/dra.py on objects shaped as a resource.k8s.io/v1 API server returns them."""
 
 from __future__ import annotations
 
 import yaml
 
 from objtypes import Obj
-from reconcilers import dra, kueue
+from reconcilers.devices import dra, kueue
 
 from .conftest import claim_template
 

@@ -10,8 +10,8 @@ from app.manifests import apply_text
 from controller.kube import KubeClient
 from controller.manager import Manager
 from controller.resources import INFERENCE_SERVICE
-from reconcilers import dra
-from reconcilers.kueue import KueueSettings, kueue_status, parse_mappings
+from reconcilers.devices import dra
+from reconcilers.devices.kueue import KueueSettings, kueue_status, parse_mappings
 from testserver.process import ApiServerProcess
 
 from .conftest import (

@@ -18,7 +18,7 @@ from controller.resources import (
     RESOURCE_CLAIM_TEMPLATE,
 )
 from objtypes import Obj
-from reconcilers.pods import live_pods
+from reconcilers.inferenceservice.pods import live_pods
 from testserver.process import ApiServerProcess
 
 from .conftest import (

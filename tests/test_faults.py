@@ -8,9 +8,11 @@ from collections.abc import AsyncIterator
 import pytest
 
 from app.manifests import EXAMPLES, apply_text
-from controller.kube import KubeClient, Throttle, TooManyRequests
+from controller.errors import TooManyRequests
+from controller.kube import KubeClient
 from controller.manager import Manager
 from controller.resources import DEPLOYMENT, INFERENCE_SERVICE, MODEL
+from controller.transport import Throttle
 from testserver.process import ApiServerProcess
 
 from .conftest import (

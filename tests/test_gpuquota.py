@@ -8,8 +8,8 @@ from controller.kube import KubeClient
 from controller.manager import Manager
 from controller.resources import DEPLOYMENT, GPU_QUOTA, INFERENCE_SERVICE
 from objtypes import Obj
-from reconcilers.gpuquota import MAX_ROWS, shown_rows
-from reconcilers.quota_rule import Allocation
+from reconcilers.gpuquota.reconciler import MAX_ROWS, shown_rows
+from reconcilers.quota.rule import Allocation
 from testserver.process import ApiServerProcess
 
 from .conftest import (

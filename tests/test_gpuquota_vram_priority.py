@@ -14,7 +14,7 @@ from controller.kube import KubeClient
 from controller.manager import Manager
 from controller.resources import GPU_QUOTA, INFERENCE_SERVICE
 from objtypes import Obj
-from reconcilers.quota_rule import Demand, allocate, floors_of, limits_of
+from reconcilers.quota.rule import Demand, allocate, floors_of, limits_of
 
 from .conftest import condition, eventually, model_yaml, quota_yaml, reapply, wait_condition
 from .conftest import isvc_yaml as service_yaml

@@ -22,8 +22,9 @@ import pytest
 import trustme
 from kubernetes_asyncio import client as k8s_client
 
+from controller.errors import Fenced
 from controller.http1 import ConnectionPool
-from controller.kube import Fenced, KubeClient
+from controller.kube import KubeClient
 from controller.resources import SECRET
 from testserver.process import ApiServerProcess
 

@@ -1,10 +1,14 @@
-"""Imports point down only (app -> webhook, reconcilers -> api, controller -> metrics)."""
+"""Imports point down only (app -> webhook, reconcilers -> runtimes -> api, controller ->
+metrics), and the folders show the architecture."""
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
-from .imports import check, imported_test_modules
+from .imports import PRODUCT, ROOT, check, imported_test_modules
+
+CONTROLLERS = {"inferenceservice", "model", "gpuquota"}
 
 
 def test_no_upward_imports_and_no_cycles() -> None:
@@ -44,3 +48,29 @@ def test_the_check_finds_a_test_module_imported(tmp_path: Path) -> None:
         "tests/test_a.py:1: imports the test module tests.test_b",
         "tests/test_c.py:1: imports the test module tests.test_b",
     ]
+
+
+def test_reconcilers_reads_as_the_controllers_and_what_they_share() -> None:
+    """`ls reconcilers`: a package per controller and per shared subject, at most 8 plain
+    modules at the top, and the three reconcilers exported by the package."""
+    top = ROOT / "reconcilers"
+    packages = {p.name for p in top.iterdir() if (p / "__init__.py").is_file()}
+    modules = [p.name for p in top.glob("*.py")]
+    assert packages >= CONTROLLERS
+    assert len(modules) <= 8, modules
+    exported = ast.literal_eval(
+        next(
+            n.value
+            for n in ast.parse((top / "__init__.py").read_text()).body
+            if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "__all__"
+        )
+    )
+    assert set(exported) == {"GPUQuotaReconciler", "InferenceServiceReconciler", "ModelReconciler"}
+
+
+def test_every_package_says_what_it_is_and_api_holds_only_the_api() -> None:
+    for package in sorted(set(PRODUCT) | {"testserver", "bench"}):
+        for init in sorted((ROOT / package).rglob("__init__.py")):
+            tree = ast.parse(init.read_text())
+            assert ast.get_docstring(tree), f"{init.relative_to(ROOT)} has no docstring"
+    assert not list((ROOT / "api").glob("runtime*.py")), "runtime knowledge lives in runtimes/"

@@ -318,7 +318,7 @@ async def test_a_server_restarted_empty_is_relisted_without_ghosts(
 
 async def test_watch_lines_are_split_once_whatever_the_chunking() -> None:
     """Lines split across many chunks come out whole (the splitter joins each line once)."""
-    from controller.kube import split_lines
+    from controller.transport import split_lines
 
     big = b'{"x":"' + b"a" * 3_000_000 + b'"}'
     stream = big + b"\n" + b'{"y":1}\n\n' + big

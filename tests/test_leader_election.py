@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from app.manifests import apply_text
-from controller.kube import Fenced, KubeClient
+from controller.errors import Fenced
+from controller.kube import KubeClient
 from controller.leaderelection import LeaderElector
 from controller.resources import LEASE, MODEL, SERVICE
 from testserver.process import ApiServerProcess

@@ -44,10 +44,10 @@ import yaml
 from api import InvalidSpec, parse_inference_service, parse_model
 from api.inferenceservice import LLAMACPP_CACHE_TYPES, LLAMACPP_QUANTIZED_CACHE_TYPES
 from objtypes import Obj
-from reconcilers.images import VERSIONS
-from reconcilers.runtime_checks import runtime_problems
-from reconcilers.runtime_flags import LLAMACPP
-from reconcilers.workload import model_location, pod_spec
+from reconcilers.inferenceservice.workload import model_location, pod_spec
+from runtimes.checks import runtime_problems
+from runtimes.flags import LLAMACPP
+from runtimes.images import VERSIONS
 
 from .tiny_gguf import N_EMBD, write_tiny_gguf
 

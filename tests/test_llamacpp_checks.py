@@ -13,12 +13,13 @@ import pytest
 
 from api import InvalidSpec, parse_inference_service, parse_model
 from api.inferenceservice import LLAMACPP_CACHE_TYPES
-from controller.kube import ApiError, KubeClient
+from controller.errors import ApiError
+from controller.kube import KubeClient
 from controller.manager import Manager
 from controller.resources import DEPLOYMENT, INFERENCE_SERVICE
 from objtypes import Obj
-from reconcilers.runtime_checks import INVALID_RUNTIME_CONFIG, runtime_problems
-from reconcilers.workload import pod_spec
+from reconcilers.inferenceservice.workload import pod_spec
+from runtimes.checks import INVALID_RUNTIME_CONFIG, runtime_problems
 from webhook.admission import verdict
 
 from .conftest import isvc_yaml, reapply, wait_condition
@@ -154,6 +155,6 @@ async def test_reconcile_refuses_a_bad_cache_type_in_extra_args(
     [["--cache-type-k", "fp8"], ["-ctv=q4_0", "-fa", "off"], ["--cache_type_v", "turbo3"]],
 )
 def test_the_webhook_refuses_what_llama_server_exits_on_in_extra_args(extra: list[str]) -> None:
-    """The same rule as the reconcile (api/runtime_args.py), so the webhook denies it too."""
+    """The same rule as the reconcile (runtimes/args.py), so the webhook denies it too."""
     allowed, message = admission(runtime="llamacpp", extraArgs=extra)
     assert not allowed and "spec.cacheType" in message, message

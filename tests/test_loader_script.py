@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from api import ModelSpec
-from reconcilers.loader import SCRIPT, Store, loader_for
+from reconcilers.sources.loader import SCRIPT, Store, loader_for
 
 BODY = b"GGUF" + bytes(range(256)) * 1024  # 256 KiB: more than curl buffers
 HOLD = 100_000  # a held response sends this much, and curl writes some of it

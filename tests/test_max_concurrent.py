@@ -43,7 +43,7 @@ class Blocking:
 async def test_each_controller_runs_at_most_its_own_limit(kube: KubeClient) -> None:
     slow, fast = Blocking("slow"), Blocking("fast")
     config = ManagerConfig(http_port=None, workers=5, max_concurrent_reconciles={"slow": 2})
-    manager = Manager(kube, config, reconcilers=[lambda *_: slow, lambda *_: fast])
+    manager = Manager(kube, config, reconcilers=lambda *_: [slow, fast])
     await manager.start()
     try:
         for i in range(8):
@@ -82,7 +82,7 @@ async def test_collector_thresholds_are_raised_while_running_and_restored(
     """Full collections scan the whole cache: rarer while the manager runs, as before after."""
     before = gc.get_threshold()
     gc.set_threshold(700, 10, 10)
-    manager = Manager(kube, ManagerConfig(http_port=None), reconcilers=[])
+    manager = Manager(kube, ManagerConfig(http_port=None), reconcilers=lambda *_: [])
     try:
         await manager.start()
         await manager.wait_synced()

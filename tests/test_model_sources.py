@@ -21,13 +21,15 @@ from api.schema import go_regex
 from api.source import SOURCE_PATTERN
 from app.cli import parse
 from app.controllers import reconcilers
-from controller.kube import ApiError, KubeClient
+from controller.errors import ApiError
+from controller.kube import KubeClient
 from controller.manager import Manager, ManagerConfig
 from controller.resources import DEPLOYMENT, INFERENCE_SERVICE, MODEL
 from objtypes import Obj
-from reconcilers.loader import SCRIPT
-from reconcilers.model_source import SourceNotAllowed
-from reconcilers.workload import pod_spec
+from reconcilers.inferenceservice.workload import pod_spec
+from reconcilers.settings import Settings
+from reconcilers.sources.loader import SCRIPT
+from reconcilers.sources.placement import SourceNotAllowed
 from testserver.schema import _regex as server_regex
 from webhook.admission import verdict
 
@@ -422,7 +424,9 @@ spec: {modelRef: local, runtime: llamacpp}
 
 async def _controller(kube: KubeClient, roots: tuple[str, ...]) -> Manager:
     config = ManagerConfig(http_port=0, http_host="127.0.0.1", workers=2, watch_timeout=30)
-    manager = Manager(kube, config, reconcilers=reconcilers(None, roots))
+    manager = Manager(
+        kube, config, reconcilers=reconcilers(Settings(allowed_host_path_roots=roots))
+    )
     await manager.start()
     await manager.wait_synced()
     return manager

@@ -198,7 +198,7 @@ async def test_terminal_errors_are_counted_and_not_requeued(kube: KubeClient) ->
     manager = Manager(
         kube,
         ManagerConfig(http_port=None, workers=1),
-        reconcilers=[lambda *_: _Failing("terminal")],
+        reconcilers=lambda *_: [_Failing("terminal")],
     )
     request = Request("failing", "default", "x")
     await manager.process(request)
@@ -214,7 +214,7 @@ async def test_reconcile_timeouts_are_counted_and_retried(kube: KubeClient) -> N
     manager = Manager(
         kube,
         ManagerConfig(http_port=None, workers=1, reconcile_timeout=0.05),
-        reconcilers=[lambda *_: _Failing("slow")],
+        reconcilers=lambda *_: [_Failing("slow")],
     )
     request = Request("failing", "default", "x")
     await manager.process(request)

@@ -11,7 +11,8 @@ import pytest
 from api import InvalidSpec, parse_inference_service
 from api.unserved import inference_service_fields
 from app.manifests import apply_text
-from controller.kube import ApiError, KubeClient
+from controller.errors import ApiError
+from controller.kube import KubeClient
 from controller.manager import Manager
 from controller.resources import (
     DEPLOYMENT,

@@ -17,7 +17,7 @@ from controller.cache import Cache
 from controller.events import EventRecorder
 from controller.informer import Event, Informer
 from controller.kube import KubeClient
-from controller.manager import Manager, ManagerConfig, ReconcilerFactory
+from controller.manager import Manager, ManagerConfig, ReconcilerSetup
 from controller.reconcile import Reconciler, Request, Result, Watch
 from controller.resources import (
     GPU_QUOTA,
@@ -28,7 +28,7 @@ from controller.resources import (
     object_key,
 )
 from objtypes import Obj
-from reconcilers.quota_index import (
+from reconcilers.quota.index import (
     Quotas,
     _Scope,
     admission_changes,
@@ -36,7 +36,7 @@ from reconcilers.quota_index import (
     quota_index,
     recomputed_allocations,
 )
-from reconcilers.quota_rule import Allocation, Demand, allocate, floors_of, limits_of
+from reconcilers.quota.rule import Allocation, Demand, allocate, floors_of, limits_of
 from testserver.process import ApiServerProcess
 
 from .conftest import eventually, quota_yaml, reapply
@@ -437,16 +437,16 @@ class Counting:
 async def counted(kube: KubeClient) -> AsyncIterator[tuple[Manager, dict[str, Counting]]]:
     wrapped: dict[str, Counting] = {}
 
-    def counting(factory: ReconcilerFactory) -> ReconcilerFactory:
-        def build(client: KubeClient, cache: Cache, recorder: EventRecorder) -> Reconciler:
-            r = Counting(factory(client, cache, recorder))
-            wrapped[r.name] = r
-            return r
+    def counting(setup: ReconcilerSetup) -> ReconcilerSetup:
+        def build(client: KubeClient, cache: Cache, recorder: EventRecorder) -> list[Reconciler]:
+            counted = [Counting(r) for r in setup(client, cache, recorder)]
+            wrapped.update((r.name, r) for r in counted)
+            return list[Reconciler](counted)
 
         return build
 
     config = ManagerConfig(http_port=None, workers=2, watch_timeout=30)
-    manager = Manager(kube, config, reconcilers=[counting(f) for f in reconcilers()])
+    manager = Manager(kube, config, reconcilers=counting(reconcilers()))
     await manager.start()
     await manager.wait_synced()
     yield manager, wrapped

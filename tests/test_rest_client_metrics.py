@@ -7,7 +7,8 @@ import urllib.parse
 import pytest
 from prometheus_client import CollectorRegistry
 
-from controller.kube import TRANSIENT, KubeClient
+from controller.errors import TRANSIENT
+from controller.kube import KubeClient
 from controller.manager import Manager
 from controller.resources import LEASE
 from metrics import RestClientMetrics

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import trustme
 
-from controller.kube import ApiError, KubeClient
+from controller.errors import ApiError
+from controller.kube import KubeClient
 from controller.resources import MODEL
 from objtypes import Obj
 from webhook.server import WebhookServer

@@ -4,7 +4,7 @@ The spec space: runtimes x GPU count x claims (none / template / shared claim) x
 typed config field (each value, all choices) x mode x extraArgs overrides (every
 spelling of every option we derive, as `--x v` and `--x=v`) x multiNode ranks, plus
 accelerators and model sources. A spec the controller refuses with a condition
-(runtime_checks) never becomes a pod and is counted apart; every other one must
+(runtimes/checks.py) never becomes a pod and is counted apart; every other one must
 parse with 0 unknown options, 0 bad values, 0 repeated single-valued options, the
 model argument present in the runtime's form, and the container port equal to the
 port the runtime listens on; then pass what the release checks after parsing
@@ -25,15 +25,15 @@ from typing import Any
 import pytest
 
 from api import InvalidSpec, parse_inference_service, parse_model, rule_errors
-from api import runtime_values as rv
-from api.runtime_args import LOOPBACK, extra_options, vllm_positionals
 from api.source import host_path_error
 from objtypes import Obj
-from reconcilers.images import VERSIONS
-from reconcilers.runtime_checks import INVALID_RUNTIME_CONFIG, Problem, runtime_problems
-from reconcilers.runtime_flags import CHOICES, FLAGS, normalize_user_args, user_args
-from reconcilers.runtimes import MODEL_OPTIONS
-from reconcilers.workload import build_member_pods, model_location, pod_spec
+from reconcilers.inferenceservice.workload import build_member_pods, model_location, pod_spec
+from runtimes import values as rv
+from runtimes.args import LOOPBACK, extra_options, vllm_positionals
+from runtimes.checks import INVALID_RUNTIME_CONFIG, Problem, runtime_problems
+from runtimes.command import MODEL_OPTIONS
+from runtimes.flags import CHOICES, FLAGS, normalize_user_args, user_args
+from runtimes.images import VERSIONS
 from webhook.admission import verdict
 
 from .runtime_options import Checker, Parsed, checkers, startup_errors, validators, versions
@@ -135,7 +135,7 @@ CONFIG: dict[str, dict[str, list[Any]]] = {
         "tensorOverrides": [["exps=CPU"]],
     },
 }
-# Pod fields that become every runtime's flags (reconcilers/pod_flags.py).
+# Pod fields that become every runtime's flags (runtimes/pod_flags.py).
 for _config in CONFIG.values():
     _config["containerPort"] = [9000]
     _config["bindAddress"] = ["::", "0.0.0.0", "10.1.2.3", "fd00::1"]
@@ -778,7 +778,7 @@ def test_tgi_emits_max_input_tokens_and_a_user_spelling_replaces_it() -> None:
 
 
 def test_value_tables_are_the_releases() -> None:
-    """api/runtime_values.py against the options files (parser and startup tables)."""
+    """runtimes/values.py against the options files (parser and startup tables)."""
     v = validators()
     assert list(rv.VLLM_QUANTIZATION) == v["quantization"]["methods"]
     assert list(rv.VLLM_DEPRECATED_QUANTIZATION) == v["quantization"]["deprecated"]
@@ -798,7 +798,7 @@ def test_value_tables_are_the_releases() -> None:
 
 
 def test_checked_spellings_are_the_flag_tables() -> None:
-    from api.runtime_args import CHECKED
+    from runtimes.args import CHECKED
 
     for runtime, table in CHECKED.items():
         for option, (spellings, _) in table.items():

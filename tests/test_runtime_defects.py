@@ -23,9 +23,14 @@ from controller.kube import KubeClient
 from controller.manager import Manager
 from controller.resources import DEPLOYMENT, INFERENCE_SERVICE, SERVICE
 from objtypes import Obj
-from reconcilers import images
-from reconcilers.runtime_checks import runtime_problems
-from reconcilers.workload import build_member_pods, build_service, model_location, pod_spec
+from reconcilers.inferenceservice.workload import (
+    build_member_pods,
+    build_service,
+    model_location,
+    pod_spec,
+)
+from runtimes import images
+from runtimes.checks import runtime_problems
 
 from .conftest import isvc_yaml, model_yaml, reapply, wait_condition
 

@@ -10,7 +10,7 @@ import pytest
 
 from api import parse_inference_service, parse_model
 from objtypes import Obj
-from reconcilers import images
+from runtimes import images
 
 from .support.chart import find, render
 

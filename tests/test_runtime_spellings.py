@@ -1,6 +1,6 @@
 """extraArgs options the pinned runtime's parser does not know are refused, naming the field.
 
-The spellings ship in api/data/runtime_options.json (scripts/runtime-spellings.py): vLLM,
+The spellings ship in runtimes/data/runtime_options.json (scripts/runtime-spellings.py): vLLM,
 SGLang and TGI off the contract files, llama.cpp off the pinned llama-server's --help.
 """
 
@@ -16,10 +16,10 @@ from types import ModuleType
 import pytest
 
 from api import InvalidSpec, parse_inference_service, parse_model
-from api.runtime_args import runtime_arg_errors
-from api.runtime_options import DATA, PARSERS
-from reconcilers.runtime_checks import INVALID_RUNTIME_CONFIG, runtime_problems
-from reconcilers.runtime_flags import normalize_user_args
+from runtimes.args import runtime_arg_errors
+from runtimes.checks import INVALID_RUNTIME_CONFIG, runtime_problems
+from runtimes.flags import normalize_user_args
+from runtimes.options import DATA, PARSERS
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "runtime-spellings.py"

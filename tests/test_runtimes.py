@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from api import parse_inference_service, parse_model
-from reconcilers.gpu import gpu_attachment, gpus_per_replica
-from reconcilers.runtimes import runtime_command
+from runtimes.command import runtime_command
+from runtimes.gpu import gpu_attachment, gpus_per_replica
 
 CLAIMS = [{"name": "gpus", "resourceClaimTemplateName": "two-gpus"}]
 

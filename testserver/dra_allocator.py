@@ -1,6 +1,6 @@
 """The simulated cluster's DRA allocator, modelled on the scheduler's for resource.k8s.io/v1.
 
-Kept apart from the controller's own reading of DRA objects (reconcilers/dra.py) on
+Kept apart from the controller's own reading of DRA objects (reconcilers/devices/dra.py) on
 purpose: a simulator that shared the product's code would agree with its bugs.
 
 What it models: devices published by ResourceSlices (driver, pool, device; per node or

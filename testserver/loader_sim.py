@@ -1,5 +1,5 @@
 """The simulated kubelet's model loader: runs a pod's `model-loader` as the real script
-would (reconcilers/loader.py), from the env it was given, against a simulated volume.
+would (reconcilers/sources/loader.py), from the env it was given, against a simulated volume.
 
 A "download" of URL u yields the bytes `simulated_body(u)`, so a test knows the sha256 a
 loader will report. Files written into a PVC stay there for every later pod that mounts

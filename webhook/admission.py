@@ -22,10 +22,10 @@ from api import (
     parse_model,
     rule_errors,
 )
-from api.runtime_args import runtime_arg_errors
 from api.source import host_path_error
 from controller.resources import GPU_QUOTA, GROUP, INFERENCE_SERVICE, MODEL
 from objtypes import Obj
+from runtimes.args import runtime_arg_errors
 
 # (namespace, name) -> the Model object, or None when it does not exist (yet).
 ModelLookup = Callable[[str, str], Obj | None]

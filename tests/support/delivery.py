@@ -10,7 +10,7 @@ from controller.kube import KubeClient
 from controller.manager import Manager
 from controller.resources import MODEL, POD
 from objtypes import Obj
-from reconcilers.model_cache_settings import CacheSettings
+from reconcilers.settings import CacheSettings
 from testserver.process import ApiServerProcess
 
 from ..conftest import eventually

@@ -1,0 +1,133 @@
+"""What the cluster's DRA objects say about one Model or InferenceService, from the cache.
+
+The cache-reading side of reconcilers/devices/dra.py (which stays pure): the claims and
+templates a Model names, its DeviceClasses and ResourceSlices, and what DRA allocated
+to a service's pods, in the `status.allocation` shape other components read:
+
+    expectedDevices   devices the current pods should hold (per pod x pods)
+    allocatedDevices  devices DRA allocated to the pods' claims (sum over pods)
+    allocatedPods     pods whose claims are all allocated
+    summary           "allocated/expected", for the printer column
+    requestedPerPod   devices one pod's claims ask for (absent when unknown)
+    devicesPerPod     devices one allocated pod holds; kept while no pod is allocated
+                      and the claims ask for the same (what a GPUQuota charges)
+    pods              [{name, devices: [{claim, request, driver, pool, device}]}]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from api import ModelSpec
+from controller.cache import Cache
+from controller.resources import (
+    DEVICE_CLASS,
+    RESOURCE_CLAIM,
+    RESOURCE_CLAIM_TEMPLATE,
+    RESOURCE_SLICE,
+)
+from objtypes import Obj
+from reconcilers.devices import dra
+
+
+def claim_objects(cache: Cache, namespace: str, model: ModelSpec) -> list[Obj]:
+    """The ResourceClaims and ResourceClaimTemplates the Model names that exist."""
+    found = []
+    for ref in model.gpu.claims:
+        obj = (
+            cache.get(RESOURCE_CLAIM_TEMPLATE, namespace, ref.template_name)
+            if ref.template_name
+            else cache.get(RESOURCE_CLAIM, namespace, ref.claim_name or "")
+        )
+        if obj is not None:
+            found.append(obj)
+    return found
+
+
+def model_demand(cache: Cache, namespace: str, model: ModelSpec) -> dra.DeviceDemand:
+    """Devices one pod of the Model asks for through the claims and templates it names."""
+    return dra.pod_demand(claim_objects(cache, namespace, model))
+
+
+def templates(cache: Cache, namespace: str, model: ModelSpec) -> dict[str, Obj]:
+    """Template name -> template, for the Model's template entries that exist."""
+    found = {}
+    for ref in model.gpu.claims:
+        if ref.template_name:
+            obj = cache.get(RESOURCE_CLAIM_TEMPLATE, namespace, ref.template_name)
+            if obj is not None:
+                found[ref.template_name] = obj
+    return found
+
+
+def device_classes(cache: Cache) -> dict[str, Obj]:
+    return {c["metadata"]["name"]: c for c in cache.list(DEVICE_CLASS)}
+
+
+def resource_slices(cache: Cache) -> list[Obj]:
+    return cache.list(RESOURCE_SLICE)
+
+
+def allocation_status(
+    cache: Cache, pods: Iterable[Obj], per_pod: int | None, previous: Obj | None = None
+) -> Obj:
+    """status.allocation for a service's pods (see the module docstring).
+
+    per_pod: devices one pod's claims ask for; None when unknown (allocationMode All),
+    then a pod is expected to hold what DRA gave it, once allocated.
+    previous: the status.allocation written before, whose devicesPerPod is kept while
+    no pod holds devices and the claims ask for the same; a GPUQuota that scaled the
+    service to zero for what its pods held would otherwise charge the guide's count
+    again, admit it, and scale it down once more, forever.
+    """
+    rows = []
+    expected = allocated = allocated_pods = 0
+    for pod in sorted(pods, key=lambda p: str(p["metadata"]["name"])):
+        ns = pod["metadata"].get("namespace") or ""
+        devices = []
+        complete = True
+        for entry, claim_name in sorted(dra.pod_claim_names(pod).items()):
+            claim = cache.get(RESOURCE_CLAIM, ns, claim_name) if claim_name else None
+            if claim is None or not dra.is_allocated(claim):
+                complete = complete and entry == ""  # the extended-resource claim is extra
+                continue
+            devices += [
+                {
+                    "claim": str(claim_name),
+                    "request": d.request,
+                    "driver": d.driver,
+                    "pool": d.pool,
+                    "device": d.device,
+                }
+                for d in dra.allocated_devices(claim)
+            ]
+        complete = complete and bool(devices)
+        allocated += len(devices)
+        allocated_pods += complete
+        expected += per_pod if per_pod is not None else (len(devices) if complete else 0)
+        rows.append({"name": pod["metadata"]["name"], "devices": devices})
+    status: Obj = {
+        "expectedDevices": expected,
+        "allocatedDevices": allocated,
+        "allocatedPods": allocated_pods,
+        "summary": f"{allocated}/{expected}",
+        "pods": rows,
+    }
+    if per_pod is not None:
+        status["requestedPerPod"] = per_pod
+    observed = _observed_per_pod(allocated, allocated_pods, per_pod, previous)
+    if observed:
+        status["devicesPerPod"] = observed
+    return status
+
+
+def _observed_per_pod(
+    allocated: int, allocated_pods: int, per_pod: int | None, previous: Obj | None
+) -> int:
+    """Devices one allocated pod holds (rounded up); else the last seen, same claims."""
+    if allocated_pods:
+        return -(-allocated // allocated_pods)
+    if not isinstance(previous, dict) or previous.get("requestedPerPod") != per_pod:
+        return 0
+    kept = previous.get("devicesPerPod")
+    return kept if isinstance(kept, int) and not isinstance(kept, bool) and kept > 0 else 0

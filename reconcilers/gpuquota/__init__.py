@@ -1,0 +1,1 @@
+"""The GPUQuota controller: GPUs charged per replica against each quota."""

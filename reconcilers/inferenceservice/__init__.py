@@ -1,0 +1,1 @@
+"""The InferenceService controller: plan, apply and status of the serving workload."""

@@ -1,0 +1,135 @@
+"""A plan's workload, written with server-side apply (reconcilers/writes/apply.py).
+
+A Deployment (or, for multiNode, one pinned Pod per member and their headless Service),
+a Service, the HorizontalPodAutoscaler and the PodDisruptionBudget, owned by the
+InferenceService so that deleting it cleans them up; first the model cache claim the
+pods mount (created once, never applied). An object of the same name that the service
+does not own is never taken over: `Applied.conflict` says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from api import InferenceServiceSpec, ModelSpec
+from controller.resources import DEPLOYMENT, POD, SERVICE, object_key
+from objtypes import Obj
+from reconcilers.context import Context
+from reconcilers.devices.kueue import label_workload
+from reconcilers.inferenceservice.autoscaling import ensure_autoscaler
+from reconcilers.inferenceservice.disruption import ensure_budget, protected
+from reconcilers.inferenceservice.plan import CLAIMED_ANNOTATION, Plan
+from reconcilers.inferenceservice.pods import owned_pods, pod_ready, unschedulable
+from reconcilers.inferenceservice.workload import (
+    build_deployment,
+    build_member_pods,
+    build_members_service,
+    build_service,
+)
+from reconcilers.sources.cache_claim import ClaimMaker
+from reconcilers.writes.apply import NotOwned, ensure, replace_pod_if_changed
+
+
+@dataclass(frozen=True)
+class Applied:
+    ready: int = 0  # replicas ready (multiNode: the group, 0 or 1)
+    running: int = 0
+    pending: str = ""  # the scheduler's word on a pending pod
+    conflict: str | None = None  # an object in the way that the service does not own
+
+
+async def apply(
+    ctx: Context,
+    isvc: Obj,
+    service: InferenceServiceSpec,
+    model: ModelSpec,
+    plan: Plan,
+    claims: ClaimMaker,
+) -> Applied:
+    uid = isvc["metadata"]["uid"]
+    try:
+        # The cache claim first: the pods mount it (create only; never changed).
+        await claims.ensure(ctx, isvc, plan.store)
+        if service.multi_node is not None:
+            applied = await _members(ctx, isvc, service, model, plan)
+        else:
+            applied = await _deployment(ctx, isvc, service, model, plan)
+        await ensure(
+            ctx.client,
+            ctx.cache,
+            SERVICE,
+            build_service(isvc, service),
+            uid,
+            keep=("clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"),
+        )
+        if service.multi_node is not None:
+            await ensure(
+                ctx.client,
+                ctx.cache,
+                SERVICE,
+                build_members_service(isvc, service),
+                uid,
+                keep=("clusterIPs", "ipFamilies", "ipFamilyPolicy"),
+            )
+        await ensure_autoscaler(ctx.client, ctx.cache, isvc, service)
+        group = plan.admitted if service.multi_node is None else min(plan.admitted, 1)
+        await ensure_budget(
+            ctx.client, ctx.cache, isvc, service, protected(service, applied.ready, group)
+        )
+    except NotOwned as e:
+        return Applied(conflict=str(e))
+    return applied
+
+
+async def _deployment(
+    ctx: Context, isvc: Obj, service: InferenceServiceSpec, model: ModelSpec, plan: Plan
+) -> Applied:
+    desired = build_deployment(
+        isvc,
+        service,
+        model,
+        service.model_ref,
+        plan.admitted,
+        claimed_devices=plan.claimed,
+        rt=plan.command,
+        roots=ctx.settings.allowed_host_path_roots,
+        store=plan.store,
+    )
+    if plan.claimed is not None:
+        annotations = desired["metadata"].setdefault("annotations", {})
+        annotations[CLAIMED_ANNOTATION] = str(plan.claimed)
+    if plan.queue is not None:
+        label_workload(desired, plan.queue)
+    live = await ensure(ctx.client, ctx.cache, DEPLOYMENT, desired, isvc["metadata"]["uid"])
+    status = live.get("status") or {}
+    ready = int(status.get("readyReplicas") or 0)
+    running = int(status.get("replicas") or 0)
+    return Applied(ready, running, unschedulable(ctx.cache, isvc))
+
+
+async def _members(
+    ctx: Context, isvc: Obj, service: InferenceServiceSpec, model: ModelSpec, plan: Plan
+) -> Applied:
+    admitted = plan.admitted
+    ns, _ = object_key(isvc)
+    uid = isvc["metadata"]["uid"]
+    pods = build_member_pods(
+        isvc,
+        service,
+        model,
+        service.model_ref,
+        min(admitted, 1),
+        roots=ctx.settings.allowed_host_path_roots,
+        store=plan.store,
+    )
+    wanted = {p["metadata"]["name"] for p in pods}
+    ready = 0
+    for pod in pods:
+        live = await replace_pod_if_changed(ctx.client, ctx.cache, POD, pod, uid)
+        ready += live is not None and pod_ready(live)
+    # Members past the member list (members removed, or scaled to zero) are ours to remove.
+    for live in owned_pods(ctx.cache, isvc):
+        if live["metadata"]["name"] not in wanted:
+            await ctx.client.delete(POD, ns, live["metadata"]["name"])
+    group = 1 if pods else 0
+    return Applied(group if ready == len(pods) else 0, group, unschedulable(ctx.cache, isvc))

@@ -1,0 +1,254 @@
+"""InferenceService reconciler: builds and keeps the serving workload.
+
+Model resolved and valid, its claims present, GPUQuota admitting replicas: then a
+Deployment (or, for multiNode, one pinned Pod per node) and a Service, owned by the
+InferenceService so that deleting it cleans them up. When any step fails, the
+existing workload is left as it is and a condition says why; nothing is deleted.
+
+A reconcile is: validate (here), plan (plan.py: pure, what to run and every
+condition known before writing), apply (apply.py: server-side apply of the
+workload) and status (status.py: status and its Events).
+
+DRA: without a GPU count the runtime is sized from the devices the Model's claims ask
+for (DeviceCount says so, or says both numbers when count disagrees); what DRA
+allocated to the pods' claims is `status.allocation`; a Kueue-labelled service gets
+the Kueue path (reconcilers/devices/kueue.py).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from typing import Any
+
+import structlog
+
+from api import (
+    InferenceServiceSpec,
+    InvalidSpec,
+    ModelSpec,
+    parse_inference_service,
+    parse_model,
+    rule_errors,
+)
+from api import conditions as c
+from api.source import host_path_error
+from controller.informer import Event
+from controller.reconcile import Request, Result, Watch
+from controller.resources import (
+    DEPLOYMENT,
+    DEVICE_CLASS,
+    GPU_QUOTA,
+    HORIZONTAL_POD_AUTOSCALER,
+    INFERENCE_SERVICE,
+    MODEL,
+    NAMESPACE,
+    POD,
+    POD_DISRUPTION_BUDGET,
+    RESOURCE_CLAIM,
+    RESOURCE_CLAIM_TEMPLATE,
+    SERVICE,
+    ResourceType,
+    object_key,
+)
+from objtypes import Obj
+from reconcilers.context import Context
+from reconcilers.devices.claims import missing_claims, names_claim
+from reconcilers.inferenceservice.apply import apply
+from reconcilers.inferenceservice.plan import observe, plan
+from reconcilers.inferenceservice.pod_lifetime import recycle_expired
+from reconcilers.inferenceservice.pods import index_pods
+from reconcilers.inferenceservice.status import (
+    has_workload,
+    write_blocked,
+    write_refused,
+    write_served,
+)
+from reconcilers.ownership import MANAGED_BY, MANAGER, SERVICE_LABEL
+from reconcilers.quota.index import admission_changes
+from reconcilers.sources.cache_claim import ClaimMaker
+
+OWNED_SELECTOR = f"{MANAGED_BY}={MANAGER}"
+NOT_OWNED_RECHECK = 60.0
+log = structlog.get_logger("inferenceservice")
+
+
+def _model_ref(isvc: Obj) -> Any:
+    return (isvc.get("spec") or {}).get("modelRef")
+
+
+class InferenceServiceReconciler:
+    name = "inferenceservice"
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.claims = ClaimMaker()  # the model cache claims made by this controller run
+        index_pods(ctx.cache)  # its pods by the service label, kept from the first event on
+
+    @property
+    def primary(self) -> ResourceType:
+        return INFERENCE_SERVICE
+
+    def watches(self) -> list[Watch]:
+        return [
+            Watch(INFERENCE_SERVICE, self._itself),
+            # Every event, status too (DRA allocation moves the charge): the services whose
+            # quota admission it changed.
+            Watch(INFERENCE_SERVICE, self._quota_peers, predicates=()),
+            Watch(MODEL, self._using_model),
+            Watch(MODEL, self._quota_peers),
+            Watch(GPU_QUOTA, self._quota_peers),
+            # A Namespace relabelled in or out of a selector GPUQuota's reach.
+            Watch(NAMESPACE, self._quota_peers),
+            Watch(RESOURCE_CLAIM, lambda e: self._using_claim(e, "resourceClaimName")),
+            Watch(
+                RESOURCE_CLAIM_TEMPLATE, lambda e: self._using_claim(e, "resourceClaimTemplateName")
+            ),
+            Watch(DEPLOYMENT, self._owner, OWNED_SELECTOR),
+            Watch(SERVICE, self._owner, OWNED_SELECTOR),
+            Watch(HORIZONTAL_POD_AUTOSCALER, self._owner, OWNED_SELECTOR),
+            Watch(POD_DISRUPTION_BUDGET, self._owner, OWNED_SELECTOR),
+            Watch(POD, self._pod_owner, OWNED_SELECTOR),
+            # KEP-5004 and Kueue's verdict read DeviceClasses (cluster-wide, rarely changed).
+            Watch(DEVICE_CLASS, self._all_services),
+        ]
+
+    # -- event mapping ------------------------------------------------------------
+
+    def _request(self, ns: str, name: str) -> Request:
+        return Request(self.name, ns, name)
+
+    def _itself(self, event: Event) -> Iterable[Request]:
+        yield self._request(*object_key(event.obj))
+
+    def _quota_peers(self, event: Event) -> Iterable[Request]:
+        """Under a GPUQuota, the services whose admitted replicas (or charge) moved."""
+        for ns, name in admission_changes(self.ctx.cache, event):
+            yield self._request(ns, name)
+
+    def _using_model(self, event: Event) -> Iterable[Request]:
+        ns, model_name = object_key(event.obj)
+        for isvc in self.ctx.cache.list(INFERENCE_SERVICE, ns):
+            if _model_ref(isvc) == model_name:
+                yield self._request(ns, isvc["metadata"]["name"])
+
+    def _all_services(self, event: Event) -> Iterable[Request]:
+        for isvc in self.ctx.cache.list(INFERENCE_SERVICE):
+            ns, name = object_key(isvc)
+            yield self._request(ns, name)
+
+    def _using_claim(self, event: Event, field: str) -> Iterable[Request]:
+        ns, claim = object_key(event.obj)
+        # A claim made from a template for one of our pods: its allocation is our status.
+        for ref in event.obj.get("metadata", {}).get("ownerReferences") or []:
+            if ref.get("kind") == "Pod":
+                pod = self.ctx.cache.get(POD, ns, str(ref.get("name")))
+                owner = ((pod or {}).get("metadata", {}).get("labels") or {}).get(SERVICE_LABEL)
+                if owner:
+                    yield self._request(ns, owner)
+                return
+        models = {
+            m["metadata"]["name"]
+            for m in self.ctx.cache.list(MODEL, ns)
+            if names_claim(m, field, claim)
+        }
+        for isvc in self.ctx.cache.list(INFERENCE_SERVICE, ns):
+            if _model_ref(isvc) in models:
+                yield self._request(ns, isvc["metadata"]["name"])
+
+    def _owner(self, event: Event) -> Iterable[Request]:
+        ns, _ = object_key(event.obj)
+        for ref in event.obj.get("metadata", {}).get("ownerReferences") or []:
+            if ref.get("kind") == INFERENCE_SERVICE.kind and ref.get("controller"):
+                yield self._request(ns, ref["name"])
+
+    def _pod_owner(self, event: Event) -> Iterable[Request]:
+        ns, _ = object_key(event.obj)
+        name = (event.obj.get("metadata", {}).get("labels") or {}).get(SERVICE_LABEL)
+        if name:
+            yield self._request(ns, name)
+
+    # -- reconcile ------------------------------------------------------------------
+
+    async def reconcile(self, request: Request) -> Result:
+        isvc = self.ctx.cache.get(INFERENCE_SERVICE, request.namespace, request.name)
+        if isvc is None:
+            return Result()
+        try:
+            service = parse_inference_service(isvc.get("spec"))
+        except InvalidSpec as e:
+            await write_blocked(self.ctx, isvc, c.INVALID_SPEC, "; ".join(e.errors), phase="Failed")
+            return Result()
+        if not service.served:
+            await write_blocked(
+                self.ctx,
+                isvc,
+                c.RUNTIME_NOT_SUPPORTED,
+                f"spec.runtime: {service.runtime!r} is valid in LLMKube's API but llmkube-py "
+                "serves only vllm, sglang, tgi and llamacpp",
+                phase="Failed",
+            )
+            return Result()
+        model_obj = self.ctx.cache.get(MODEL, request.namespace, service.model_ref)
+        if model_obj is None:
+            await write_blocked(
+                self.ctx,
+                isvc,
+                c.MODEL_NOT_FOUND,
+                f"Model {service.model_ref!r} not found in namespace {request.namespace}",
+            )
+            return Result()
+        try:
+            model = parse_model(model_obj.get("spec"))
+        except InvalidSpec as e:
+            await write_blocked(
+                self.ctx,
+                isvc,
+                c.MODEL_INVALID,
+                f"Model {service.model_ref!r} is invalid: {'; '.join(e.errors)}",
+                phase="Failed",
+            )
+            return Result()
+        errors = rule_errors(service, model)
+        if errors:
+            await write_blocked(self.ctx, isvc, c.INVALID_SPEC, "; ".join(errors), phase="Failed")
+            return Result()
+        refusal = host_path_error(model.location, self.ctx.settings.allowed_host_path_roots)
+        if refusal:
+            message = f"Model {service.model_ref!r} {refusal}"
+            await write_blocked(self.ctx, isvc, c.SOURCE_NOT_ALLOWED, message, phase="Failed")
+            return Result()
+        missing = missing_claims(self.ctx.cache, request.namespace, model)
+        if missing and not has_workload(self.ctx.cache, isvc):
+            await write_blocked(
+                self.ctx,
+                isvc,
+                c.ACCELERATOR_NOT_READY,
+                f"Model {service.model_ref!r} names claims not found in "
+                f"namespace {request.namespace}: {', '.join(missing)}",
+            )
+            return Result()
+        return await self._serve(isvc, service, model, missing)
+
+    async def _serve(
+        self, isvc: Obj, service: InferenceServiceSpec, model: ModelSpec, missing: list[str]
+    ) -> Result:
+        """plan -> apply -> status; a refused plan writes only the status."""
+        facts = observe(self.ctx.cache, isvc, service, model, missing)
+        decided = plan(
+            isvc,
+            service,
+            model,
+            missing,
+            facts,
+            self.ctx.settings,
+        )
+        if decided.refused:
+            await write_refused(self.ctx, isvc, decided)
+            return Result()
+        applied = await apply(self.ctx, isvc, service, model, decided, self.claims)
+        await write_served(self.ctx, isvc, service, model, decided, applied)
+        if applied.conflict is not None:
+            return Result(requeue_after=NOT_OWNED_RECHECK)
+        # maxPodLifetimeSeconds: the next pod to recycle, if any.
+        return Result(requeue_after=await recycle_expired(self.ctx, isvc, service, time.time()))

@@ -1,0 +1,165 @@
+"""An InferenceService's status: what the plan decided and what the apply found.
+
+Written through the status writer (reconcilers/writes/status.py), which sends an Event on
+each condition transition. A reconcile that is blocked or refused leaves a running
+workload as it is, and its status keeps describing that workload.
+"""
+
+from __future__ import annotations
+
+from api import InferenceServiceSpec, ModelSpec
+from api import conditions as c
+from controller.cache import Cache
+from controller.resources import DEPLOYMENT, INFERENCE_SERVICE, object_key
+from objtypes import Obj
+from reconcilers.context import Context
+from reconcilers.devices.lookup import allocation_status
+from reconcilers.inferenceservice.apply import Applied
+from reconcilers.inferenceservice.plan import Plan
+from reconcilers.inferenceservice.pods import live_pods, owned_pods, service_pods
+from reconcilers.ownership import selector
+from reconcilers.writes.conditions import Condition
+from runtimes.gpu import attachment_kind
+
+# Status keys of a running workload, kept while a reconcile is blocked (it leaves the
+# workload as it is).
+WORKLOAD_STATUS_KEYS = (
+    "replicas",
+    "readyReplicas",
+    "admittedReplicas",
+    "desiredReplicas",
+    "allocation",
+    "gpusPerReplica",
+    "gpuAttachment",
+    "endpoint",
+    "model",
+    "runtime",
+    "mode",
+)
+
+
+def has_workload(cache: Cache, isvc: Obj) -> bool:
+    """Is a workload of ours already running? Then a vanished claim does not stop it."""
+    ns, name = object_key(isvc)
+    uid = isvc["metadata"]["uid"]
+    live = cache.get(DEPLOYMENT, ns, name)
+    owned = live is not None and any(
+        r.get("uid") == uid for r in live["metadata"].get("ownerReferences") or []
+    )
+    return owned or bool(owned_pods(cache, isvc))
+
+
+def kept_status(cache: Cache, isvc: Obj) -> Obj:
+    """What status says of a workload that a blocked reconcile leaves running.
+
+    The status writer drops the keys it is not given; without these a GPUQuota
+    would stop charging the running pods' devices and `kubectl scale` would lose
+    its selector.
+    """
+    kept: Obj = {"selector": selector(isvc)}
+    if has_workload(cache, isvc):
+        status = isvc.get("status") or {}
+        kept.update({k: status[k] for k in WORKLOAD_STATUS_KEYS if k in status})
+    return kept
+
+
+async def write_blocked(
+    ctx: Context, isvc: Obj, reason: str, message: str, phase: str = "Pending"
+) -> None:
+    """The Model side is not ready: say so, and leave any running workload alone."""
+    await ctx.status.write(
+        INFERENCE_SERVICE,
+        isvc,
+        {**kept_status(ctx.cache, isvc), "phase": phase, "modelReady": False},
+        [
+            Condition(c.MODEL_RESOLVED, False, reason, message),
+            Condition(c.READY, False, reason, message),
+        ],
+    )
+
+
+async def write_refused(ctx: Context, isvc: Obj, plan: Plan) -> None:
+    """The runtime could not serve: nothing was written, a running workload is left."""
+    fields = {**kept_status(ctx.cache, isvc), "phase": "Failed"}
+    await ctx.status.write(INFERENCE_SERVICE, isvc, fields, list(plan.conditions))
+
+
+def outcome(
+    service: InferenceServiceSpec, plan: Plan, applied: Applied
+) -> tuple[str, list[Condition]]:
+    """The phase, and WorkloadReady / Ready, from the replicas the apply found."""
+    if applied.conflict is not None:
+        return "Failed", [
+            Condition(c.WORKLOAD_READY, False, c.WORKLOAD_CONFLICT, applied.conflict),
+            Condition(c.READY, False, c.WORKLOAD_CONFLICT, applied.conflict),
+        ]
+    ready, pending = applied.ready, applied.pending
+    wanted = plan.admitted if service.multi_node is None else plan.admitted and 1
+    if wanted == 0:
+        if service.suspend:
+            reason, phase = c.SUSPENDED, "Suspended"
+        elif service.replicas == 0:
+            reason, phase = c.SCALED_TO_ZERO, "Stopped"
+        else:
+            reason, phase = c.QUOTA_EXCEEDED, "Pending"
+        return phase, [
+            Condition(c.WORKLOAD_READY, False, reason, "no replicas admitted"),
+            Condition(c.READY, False, reason, "no replicas are running"),
+        ]
+    if ready >= wanted:
+        message = f"{ready}/{wanted} replicas ready"
+        return "Ready", [
+            Condition(c.WORKLOAD_READY, True, c.AVAILABLE, message),
+            Condition(c.READY, True, c.SERVING, message),
+        ]
+    message = f"{ready}/{wanted} replicas ready" + (f"; {pending}" if pending else "")
+    reason = c.UNSCHEDULABLE if pending else c.PROGRESSING
+    gpu = plan.per_replica or plan.demand is not None  # claims without count hold GPUs too
+    return "WaitingForGPU" if pending and gpu else "Progressing", [
+        Condition(c.WORKLOAD_READY, False, reason, message),
+        Condition(c.READY, False, reason, message),
+    ]
+
+
+async def write_served(
+    ctx: Context,
+    isvc: Obj,
+    service: InferenceServiceSpec,
+    model: ModelSpec,
+    plan: Plan,
+    applied: Applied,
+) -> None:
+    ns, name = object_key(isvc)
+    phase, workload = outcome(service, plan, applied)
+    extra: Obj = {}
+    if plan.kueue is not None:
+        extra["kueue"] = plan.kueue
+    if plan.demand is not None and applied.conflict is None:
+        # What DRA allocated to the live pods (finished and terminating ones hold none).
+        extra["allocation"] = allocation_status(
+            ctx.cache,
+            live_pods(service_pods(ctx.cache, isvc)),
+            plan.demand.total,
+            (isvc.get("status") or {}).get("allocation"),
+        )
+    running = 0 if applied.conflict is not None else applied.running
+    fields = {
+        "phase": phase,
+        "mode": service.mode,
+        "modelReady": True,
+        "model": service.model_ref,
+        "runtime": service.runtime,
+        "desiredReplicas": service.wanted_replicas,
+        "replicas": running,
+        "selector": selector(isvc),
+        "admittedReplicas": plan.admitted,
+        "readyReplicas": applied.ready,
+        # The GPUQuota's charge when one accounts for the service, else the guide's.
+        "gpusPerReplica": plan.per_replica,
+        "gpuAttachment": attachment_kind(model, service),
+        "endpoint": (
+            f"http://{name}.{ns}.svc.cluster.local:{service.endpoint.port}{service.endpoint_path}"
+        ),
+        **extra,
+    }
+    await ctx.status.write(INFERENCE_SERVICE, isvc, fields, [*plan.conditions, *workload])

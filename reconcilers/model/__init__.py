@@ -1,0 +1,1 @@
+"""The Model controller: the hardware request, AcceleratorReady, delivery status, prefetch."""

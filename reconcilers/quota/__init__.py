@@ -1,0 +1,2 @@
+"""The GPUQuota rule and its incremental index, shared by the GPUQuota and InferenceService
+controllers."""

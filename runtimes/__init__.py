@@ -1,0 +1,1 @@
+"""What each pinned runtime release accepts, and how its argv, image and probes are built (pure)."""

@@ -1,0 +1,187 @@
+"""What the runtime's parser cannot see: problems that would start a pod that never serves.
+
+Each is reported on the InferenceService (Ready=False with the reason and the numbers)
+instead of creating a workload that crash-loops or waits forever: parallelism above
+the GPUs the pod gets, a mode or model format the runtime cannot serve, a config value
+or extraArg the pinned release refuses (runtimes.args, which the webhook applies
+too; here also vLLM's per-platform quantization), no image for the accelerator.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from api import InferenceServiceSpec, ModelSpec, gpu_count
+from runtimes.args import effective, runtime_arg_errors
+from runtimes.command import MODE_FLAGS, RuntimeCommand, runtime_command
+from runtimes.flags import int_value, user_args
+from runtimes.gpu import uses_gpu
+from runtimes.images import image_for, missing_image_message, variant
+from runtimes.pod_checks import pod_field_problems
+from runtimes.values import VLLM_PLATFORM_QUANTIZATION, VLLM_VERSION
+
+PARALLELISM_EXCEEDS_GPUS = "ParallelismExceedsGPUs"
+MODE_NOT_SUPPORTED = "ModeNotSupported"
+MODEL_FORMAT_NOT_SUPPORTED = "ModelFormatNotSupported"
+INVALID_RUNTIME_CONFIG = "InvalidRuntimeConfig"
+IMAGE_NOT_AVAILABLE = "ImageNotAvailable"
+
+# Formats each runtime loads (llama.cpp: GGUF only; TGI: no GGUF).
+FORMATS = {
+    "llamacpp": ("gguf", "custom"),
+    "tgi": ("safetensors", "pytorch", "custom"),
+    "vllm": ("safetensors", "pytorch", "gguf", "custom"),
+    "sglang": ("safetensors", "pytorch", "gguf", "custom"),
+}
+# Our image variant -> vLLM's platform whose supported_quantization list applies.
+VLLM_PLATFORMS = {"rocm": "rocm", "intel": "xpu"}
+
+
+@dataclass(frozen=True)
+class Problem:
+    reason: str
+    message: str
+
+
+def pod_gpus(model: ModelSpec, service: InferenceServiceSpec, claimed: int | None) -> int | None:
+    """GPUs one pod's runtime may use: the device-plugin limit; for claims, count (it
+    sizes the runtime), else the devices they ask for."""
+    if not uses_gpu(model, service):
+        return 0
+    count = gpu_count(model, service.gpu)
+    if model.uses_claims:
+        # count wins (the guide): it sizes the runtime even where the claims give another
+        # number, which DeviceCount=False CountMismatch reports without refusing.
+        return count or claimed
+    return count or 1
+
+
+def parallelism(runtime: str, rt: RuntimeCommand, multi_node: bool = False) -> tuple[int, str]:
+    """The GPUs one pod's argv asks for, and how it got there (for the message)."""
+    opts = user_args(runtime, tuple(rt.args))
+
+    def n(name: str) -> int:
+        return int_value(opts.value(name)) or 1
+
+    if runtime == "vllm":
+        tp, pp = n("--tensor-parallel-size"), n("--pipeline-parallel-size")
+        # Data-parallel ranks in this pod: the local size, else all of them (one node);
+        # a multiNode member is one rank.
+        local = opts.value("--data-parallel-size-local")
+        dp = (
+            n("--data-parallel-size-local")
+            if local
+            else 1
+            if multi_node
+            else n("--data-parallel-size")
+        )
+        how = f"tensor parallel {tp} x pipeline parallel {pp}"
+        return tp * pp * dp, how + (f" x data parallel {dp}" if dp > 1 else "")
+    if runtime == "sglang":
+        tp, dp, pp = n("--tp-size"), n("--dp-size"), n("--pp-size")
+        pipeline = f" x pipeline parallel {pp}" if pp > 1 else ""
+        if "--enable-dp-attention" in rt.args:  # data parallel inside the TP group
+            return tp * pp, f"tensor parallel {tp}{pipeline} (dp attention {dp})"
+        return tp * dp * pp, f"tensor parallel {tp} x data parallel {dp}{pipeline}"
+    if runtime == "tgi":
+        shards = n("--num-shard")
+        return shards, f"{shards} shards"
+    split = opts.value("--tensor-split")
+    parts = len(split.replace("/", ",").split(",")) if split else 1
+    return parts, f"{parts} --tensor-split parts"
+
+
+def runtime_problems(
+    service: InferenceServiceSpec,
+    model: ModelSpec,
+    model_arg: str,
+    claimed_devices: int | None = None,
+    rt: RuntimeCommand | None = None,
+) -> list[Problem]:
+    """What would stop the runtime or its pods; rt is the command already built from
+    the same arguments, if the caller has it."""
+    runtime = service.runtime
+    problems = []
+    if image_for(model, service) is None:
+        problems.append(Problem(IMAGE_NOT_AVAILABLE, missing_image_message(model, service)))
+    if service.mode != "chat" and service.mode not in MODE_FLAGS.get(runtime, {}):
+        problems.append(
+            Problem(
+                MODE_NOT_SUPPORTED,
+                f"spec.mode: {runtime} does not serve {service.mode} (use llamacpp, vllm or "
+                "sglang)",
+            )
+        )
+    if model.format not in FORMATS[runtime]:
+        problems.append(
+            Problem(
+                MODEL_FORMAT_NOT_SUPPORTED,
+                f"Model {service.model_ref!r} is {model.format}: {runtime} loads "
+                f"{', '.join(FORMATS[runtime])}",
+            )
+        )
+    elif (
+        model.format == "gguf" and runtime in ("vllm", "sglang") and not model_arg.endswith(".gguf")
+    ):
+        problems.append(
+            Problem(
+                MODEL_FORMAT_NOT_SUPPORTED,
+                f"Model {service.model_ref!r}: {runtime} loads GGUF only from a .gguf file "
+                f"(a URL or path), not {model_arg!r}",
+            )
+        )
+    if rt is None:
+        rt = runtime_command(service, model, model_arg, service.model_ref, claimed_devices)
+    opts = user_args(runtime, tuple(rt.args))
+    problems += [Problem(INVALID_RUNTIME_CONFIG, e) for e in runtime_arg_errors(service)]
+    problems += _platform_problems(service, model)
+    shards = int_value(opts.value("--num-shard")) or 1
+    if runtime == "tgi" and opts.value("--quantize") == "exl2" and shards > 1:
+        problems.append(
+            Problem(
+                INVALID_RUNTIME_CONFIG,
+                f"{effective(service)['--quantize'].where}: TGI's launcher refuses exl2 "
+                f"with {shards} shards ('Sharding is currently not supported with exl2'): "
+                "use one GPU or another quantization",
+            )
+        )
+    problems += [
+        Problem(INVALID_RUNTIME_CONFIG, m) for m in pod_field_problems(service, tuple(rt.args))
+    ]
+    port = opts.value("--port")
+    if port is not None and not (port.isdigit() and 0 < int(port) < 65536):
+        problems.append(
+            Problem(
+                INVALID_RUNTIME_CONFIG,
+                f"spec.extraArgs: --port {port!r} is not a port number (1-65535); the "
+                "runtime would exit, and the container port, probes and Service follow it",
+            )
+        )
+    gpus = pod_gpus(model, service, claimed_devices)
+    wanted, how = parallelism(runtime, rt, service.multi_node is not None)
+    if gpus and wanted > gpus:
+        problems.append(
+            Problem(
+                PARALLELISM_EXCEEDS_GPUS,
+                f"{runtime} is set to {how} = {wanted} GPUs, but each pod gets {gpus}",
+            )
+        )
+    return problems
+
+
+def _platform_problems(service: InferenceServiceSpec, model: ModelSpec) -> list[Problem]:
+    """vLLM's quantization methods narrowed by the platform (ROCm, Intel XPU)."""
+    platform = VLLM_PLATFORMS.get(variant(model, service))
+    quantization = effective(service).get("--quantization")
+    if service.runtime != "vllm" or platform is None or quantization is None:
+        return []
+    supported = VLLM_PLATFORM_QUANTIZATION[platform]
+    if quantization.value.lower() in supported:
+        return []
+    return [
+        Problem(
+            INVALID_RUNTIME_CONFIG,
+            f"{quantization.where}: vLLM {VLLM_VERSION} on {platform} does not support "
+            f"{quantization.value!r} quantization (it supports {', '.join(supported)})",
+        )
+    ]
