@@ -20,7 +20,7 @@ from api.inferenceservice import (
     SERVED_RUNTIMES,
     InferenceServiceSpec,
 )
-from runtimes.options import unknown_options, version
+from runtimes.options import resolve, unknown_options, version
 from runtimes.values import (
     CHOICES,
     VLLM_ATTENTION_BACKENDS,
@@ -49,8 +49,36 @@ WRONG_SPELLINGS: dict[str, dict[str, str]] = {
 }
 BIND_OPTIONS = {"vllm": "--host", "sglang": "--host", "tgi": "--hostname", "llamacpp": "--host"}
 LOOPBACK = re.compile(r"^(localhost|127(\.\d{1,3}){3}|\[?(::|(0{1,4}:){7})0{0,3}1\]?)$", re.I)
-# TGI's launcher: without --max-total-tokens it uses the model's context capped at 4096.
+# TGI's launcher (3.3.6 launcher/src/main.rs, `max_default`): without --max-total-tokens
+# it uses the model's context capped at 4096, so max_input_tokens >= 4096 always fails.
 TGI_DEFAULT_TOTAL_CAP = 4096
+# Options that make the runtime print something and exit 0 before it serves: the pod
+# restarts forever. llama.cpp b10068 (common/arg.cpp): -h/--help/--usage and
+# --completion-bash print and exit from common_params_parse, --version, -cl/--cache-list
+# and --list-devices exit in their handlers; vLLM's and SGLang's argparse print help.
+# TGI's clap -h/--help/-V/--version are not in its table: refused as unknown options.
+EXITS_AT_START: dict[str, tuple[str, ...]] = {
+    "vllm": ("-h", "--help"),
+    "sglang": ("-h", "--help"),
+    "tgi": (),
+    "llamacpp": (
+        "-h",
+        "--help",
+        "--usage",
+        "--version",
+        "-cl",
+        "--cache-list",
+        "--completion-bash",
+        "--list-devices",
+    ),
+}
+# What each parser says of an option whose value is missing.
+MISSING_VALUE = {
+    "vllm": "expected one argument",
+    "sglang": "expected one argument",
+    "tgi": "a value is required",
+    "llamacpp": "expected value for argument",
+}
 
 # Options whose values are checked: option -> (its spellings, the typed field filling it).
 CHECKED: dict[str, dict[str, tuple[tuple[str, ...], str | None]]] = {
@@ -102,16 +130,11 @@ def _is_value(word: str) -> bool:
 
 
 def extra_options(runtime: str, args: tuple[str, ...]) -> Iterator[Arg]:
-    for i, arg in enumerate(args):
-        if not arg.startswith("-") or _is_value(arg):
-            continue
-        name = option_name(runtime, arg)
-        if "=" in arg:
-            yield Arg(i, name, arg.partition("=")[2], i)
-        elif i + 1 < len(args) and _is_value(args[i + 1]):
-            yield Arg(i, name, args[i + 1], i + 1)
-        else:
-            yield Arg(i, name, None, i)
+    """The option words of extraArgs as the runtime's parser reads them: `name` is the
+    spelling it resolves to (an argparse abbreviation to its full spelling, `-p9000` to
+    `-p`), or the word's own name where the parser does not know it."""
+    for opt in resolve(runtime, args):
+        yield Arg(opt.index, opt.option or opt.name, opt.value, opt.value_index)
 
 
 def _vllm_takes_value(name: str) -> bool:
@@ -223,9 +246,27 @@ def effective(service: InferenceServiceSpec) -> dict[str, Setting]:
 def _spelling_errors(runtime: str, args: tuple[str, ...]) -> Iterator[str]:
     name = NAMES[runtime]
     told = set()
+    for opt in resolve(runtime, args):
+        where = f"spec.extraArgs[{opt.index}]"
+        written = args[opt.index].partition("=")[0]
+        full = f" ({written} is {opt.option})" if opt.option and written != opt.option else ""
+        if opt.option in EXITS_AT_START[runtime]:
+            told.add(opt.index)
+            yield (
+                f"{where}: {opt.option}{full} makes {name} print and exit 0 instead of "
+                "serving: the pod would restart forever"
+            )
+        elif opt.missing:
+            told.add(opt.index)
+            yield (
+                f"{where}: {opt.option}{full} takes a value and none follows: {name} "
+                f"exits with '{MISSING_VALUE[runtime]}'"
+            )
     for arg in extra_options(runtime, args):
         where = f"spec.extraArgs[{arg.index}]"
         hint = WRONG_SPELLINGS[runtime].get(arg.name)
+        if arg.index in told:
+            continue
         if hint:
             told.add(arg.index)
             yield f"{where}: {arg.name} is not an option of {name} ({hint})"
@@ -285,6 +326,37 @@ def _multi_node(service: InferenceServiceSpec, settings: dict[str, Setting]) -> 
         )
 
 
+def _vllm_api_server(service: InferenceServiceSpec) -> Iterator[str]:
+    """vLLM serves HTTP only without --headless and with --api-server-count >= 1
+    (`vllm serve` runs headless otherwise). extraArgs reach every pod, the single one
+    and a multiNode group's rank 0 too, whose probes and Service need the API server.
+    The members after rank 0 get --headless from us, which vLLM refuses beside an
+    explicit --api-server-count of 1 or more."""
+    for opt in resolve("vllm", service.extra_args):
+        where = f"spec.extraArgs[{opt.index}]"
+        if opt.option == "--headless":
+            yield (
+                f"{where}: --headless starts no API server: the probes would never pass "
+                "(multiNode members after rank 0 run headless without it)"
+            )
+        elif opt.option in ("--api-server-count", "-asc") and opt.value is not None:
+            try:
+                count = int(opt.value)
+            except ValueError:
+                continue
+            if count < 1:
+                yield (
+                    f"spec.extraArgs[{opt.value_index}]: {opt.option} {count} starts no API "
+                    "server (vLLM then runs headless): the probes would never pass"
+                )
+            elif service.multi_node is not None:
+                yield (
+                    f"spec.extraArgs[{opt.value_index}]: {opt.option} {count}: the multiNode "
+                    "members after rank 0 run --headless, and vLLM exits on "
+                    "'--api-server-count cannot be used with --headless'"
+                )
+
+
 def runtime_arg_errors(service: InferenceServiceSpec) -> list[str]:
     """Why the pinned runtime would exit on this spec, by field path (empty: it starts)."""
     runtime = service.runtime
@@ -300,6 +372,7 @@ def runtime_arg_errors(service: InferenceServiceSpec) -> list[str]:
         errors += _tgi_limits(settings)
     if runtime == "vllm":
         errors += _multi_node(service, settings)
+        errors += _vllm_api_server(service)
     if runtime == "llamacpp":
         errors += _llamacpp_cache(service)
     return errors

@@ -9,15 +9,16 @@ too; here also vLLM's per-platform quantization), no image for the accelerator.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from api import InferenceServiceSpec, ModelSpec, gpu_count
-from runtimes.args import effective, runtime_arg_errors
+from runtimes.args import FLASH_ATTN_OFF, effective, runtime_arg_errors
 from runtimes.command import MODE_FLAGS, RuntimeCommand, runtime_command
-from runtimes.flags import int_value, user_args
-from runtimes.gpu import uses_gpu
+from runtimes.flags import int_value, normalize_user_args, user_args
+from runtimes.gpu import sized_devices, uses_gpu
 from runtimes.images import image_for, missing_image_message, variant
-from runtimes.pod_checks import pod_field_problems
+from runtimes.pod_checks import MountedPath, pod_field_problems, unmounted_model_paths
 from runtimes.values import VLLM_PLATFORM_QUANTIZATION, VLLM_VERSION
 
 PARALLELISM_EXCEEDS_GPUS = "ParallelismExceedsGPUs"
@@ -44,16 +45,13 @@ class Problem:
 
 
 def pod_gpus(model: ModelSpec, service: InferenceServiceSpec, claimed: int | None) -> int | None:
-    """GPUs one pod's runtime may use: the device-plugin limit; for claims, count (it
-    sizes the runtime), else the devices they ask for."""
+    """GPUs one pod's runtime may use: the device-plugin limit; for claims, count up to
+    the devices they give per pod (gpu.sized_devices), None where neither is known."""
     if not uses_gpu(model, service):
         return 0
-    count = gpu_count(model, service.gpu)
     if model.uses_claims:
-        # count wins (the guide): it sizes the runtime even where the claims give another
-        # number, which DeviceCount=False CountMismatch reports without refusing.
-        return count or claimed
-    return count or 1
+        return sized_devices(model, service, claimed) or None
+    return gpu_count(model, service.gpu) or 1
 
 
 def parallelism(runtime: str, rt: RuntimeCommand, multi_node: bool = False) -> tuple[int, str]:
@@ -97,9 +95,11 @@ def runtime_problems(
     model_arg: str,
     claimed_devices: int | None = None,
     rt: RuntimeCommand | None = None,
+    mounts: Sequence[MountedPath] | None = None,
 ) -> list[Problem]:
     """What would stop the runtime or its pods; rt is the command already built from
-    the same arguments, if the caller has it."""
+    the same arguments, if the caller has it; mounts: the runtime container's mounts
+    (workload.runtime_mounts), to check the model paths extraArgs name."""
     runtime = service.runtime
     problems = []
     if image_for(model, service) is None:
@@ -148,6 +148,10 @@ def runtime_problems(
     problems += [
         Problem(INVALID_RUNTIME_CONFIG, m) for m in pod_field_problems(service, tuple(rt.args))
     ]
+    if mounts is not None:
+        problems += [
+            Problem(INVALID_RUNTIME_CONFIG, m) for m in unmounted_model_paths(service, mounts)
+        ]
     port = opts.value("--port")
     if port is not None and not (port.isdigit() and 0 < int(port) < 65536):
         problems.append(
@@ -157,8 +161,15 @@ def runtime_problems(
                 "runtime would exit, and the container port, probes and Service follow it",
             )
         )
+    if runtime == "llamacpp":
+        problems += [
+            Problem(INVALID_RUNTIME_CONFIG, m) for m in _llamacpp_split_problems(service, model, rt)
+        ]
     gpus = pod_gpus(model, service, claimed_devices)
     wanted, how = parallelism(runtime, rt, service.multi_node is not None)
+    extra = user_args(runtime, normalize_user_args(runtime, service.extra_args))
+    if runtime == "llamacpp" and model.gpu.layer_split and "--tensor-split" not in extra:
+        how += f" (Model {service.model_ref!r} spec.hardware.gpu.sharding.layerSplit)"
     if gpus and wanted > gpus:
         problems.append(
             Problem(
@@ -185,3 +196,43 @@ def _platform_problems(service: InferenceServiceSpec, model: ModelSpec) -> list[
             f"{quantization.value!r} quantization (it supports {', '.join(supported)})",
         )
     ]
+
+
+# llama.cpp images whose backend exports a split buffer type (b10068: SYCL only), which
+# --split-mode row needs on every GPU it offloads to.
+ROW_SPLIT_VARIANTS = ("intel",)
+
+
+def _llamacpp_split_problems(
+    service: InferenceServiceSpec, model: ModelSpec, rt: RuntimeCommand
+) -> list[str]:
+    """The split mode the pod runs, refused where b10068 exits at load with it: row on a
+    GPU build without split buffers ("device CUDA0 does not support split buffers"),
+    tensor with flash attention off ("SPLIT_MODE_TENSOR requires flash_attn")."""
+    if not uses_gpu(model, service):
+        return []  # no GPU device: the split mode has no effect
+    extra = normalize_user_args("llamacpp", service.extra_args)
+    mode = user_args("llamacpp", tuple(rt.args)).value("--split-mode")
+    user = user_args("llamacpp", extra).value("--split-mode")
+    where = (
+        "spec.extraArgs (--split-mode)"
+        if user is not None
+        else f"Model {service.model_ref!r} spec.hardware.gpu.sharding.strategy "
+        f"({model.gpu.sharding_strategy})"
+    )
+    build = variant(model, service)
+    problems = []
+    if mode == "row" and build not in ROW_SPLIT_VARIANTS:
+        problems.append(
+            f"{where}: row split needs a split buffer type, which llama.cpp b10068 has only "
+            f"in its SYCL build (the intel image): the {build} image exits at load ('device "
+            "... does not support split buffers'); use tensor (parallel) or layer"
+        )
+    fa = user_args("llamacpp", tuple(rt.args)).value("--flash-attn")
+    if mode == "tensor" and fa in FLASH_ATTN_OFF:
+        problems.append(
+            f"{where}: tensor split needs flash attention, and it is set {fa!r} "
+            "(spec.flashAttention or -fa): llama.cpp b10068 exits with 'SPLIT_MODE_TENSOR "
+            "requires flash_attn to be enabled'"
+        )
+    return problems

@@ -14,15 +14,25 @@ from typing import Any
 from api import InferenceServiceSpec, ModelSpec
 from api.inferenceservice import MAX_TENSOR_SPLIT_PARTS
 from runtimes.flags import FLAGS, int_value, normalize_user_args, user_args
-from runtimes.gpu import runtime_device_count, uses_gpu
+from runtimes.gpu import sized_devices, uses_gpu
 from runtimes.images import image_for
 from runtimes.pod_flags import bind_host, listen_port, llamacpp_field_flags
 
 PORTS = {"vllm": 8000, "sglang": 8000, "tgi": 8080, "llamacpp": 8080}
 HEALTH_PATHS = {"vllm": "/health", "sglang": "/health", "tgi": "/health", "llamacpp": "/health"}
 ALL_LAYERS = 99  # LLMKube's "all of them" (layers unset or -1)
-# Model.hardware.gpu.sharding.strategy -> llama.cpp --split-mode
-SPLIT_MODES = {"layer": "layer", "tensor": "row", "row": "row", "pipeline": "layer", "none": "none"}
+# Model.hardware.gpu.sharding.strategy -> llama.cpp b10068's --split-mode (its --help:
+# {none,layer,row,tensor}). tensor is b10068's tensor parallelism (experimental; it
+# needs flash attention and refuses some architectures at load); row needs a split
+# buffer type, which at b10068 only the SYCL backend exports (src/llama-model.cpp
+# make_gpu_buft_list): runtime_checks refuses it on every other GPU build.
+SPLIT_MODES = {
+    "layer": "layer",
+    "tensor": "tensor",
+    "row": "row",
+    "pipeline": "layer",
+    "none": "none",
+}
 MODEL_OPTIONS = {
     "vllm": ("--model",),
     "sglang": ("--model-path",),
@@ -160,13 +170,13 @@ def runtime_command(
 ) -> RuntimeCommand:
     """The runtime's image, command and argv.
 
-    `claimed_devices`: the devices the pod's DRA claims ask for, when known; it sizes
-    the runtime only when LLMKube's GPU count is absent (count always wins).
+    `claimed_devices`: the devices the pod's DRA claims ask for, when known: count sizes
+    the runtime up to them, they size it without count (gpu.sized_devices).
     `member`: the multiNode rank this pod runs (vLLM only).
     `mmproj`: the staged spec.mmproj, llama.cpp's --mmproj (a user's --mmproj wins).
     """
     runtime = service.runtime
-    count = runtime_device_count(model, service) or claimed_devices or None
+    count = sized_devices(model, service, claimed_devices) or None
     gpu = uses_gpu(model, service)
     a = _Argv(runtime, service.extra_args)
     # llama.cpp's --model and -hf both say what to load: a user's either one wins.

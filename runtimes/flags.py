@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from runtimes.args import option_name
-from runtimes.options import takes_one_value
+from runtimes.options import resolve, takes_one_value
 from runtimes.values import CHOICES as CHOICES
 
 
@@ -163,34 +163,38 @@ def _index(runtime: str) -> dict[str, tuple[Flag, bool]]:
 _INDEX = {runtime: _index(runtime) for runtime in FLAGS}
 
 
-# Spellings a parser accepts only by accident (argparse abbreviations): written out.
-ABBREVIATIONS = {"sglang": {"--tp": "--tp-size", "--dp": "--dp-size"}}
-
-
 def normalize_user_args(runtime: str, extra_args: tuple[str, ...]) -> tuple[str, ...]:
-    """extraArgs as the runtime will surely read them.
+    """extraArgs as the runtime will surely read them: each option word written as the
+    spelling its parser resolves it to (runtimes.options.resolve), values untouched.
 
-    llama.cpp rejects `--flag=value`: its options that take one value are passed as two
-    words (runtimes.options refuses the rest). SGLang's
-    `--tp` / `--dp` are argparse abbreviations that break as soon as another option
-    starts the same way: they are written out as `--tp-size` / `--dp-size`. vLLM and
-    llama.cpp read `--a_b` as `--a-b`: written so, it replaces our option like any
-    other spelling of it (SGLang and TGI refuse it: runtimes.args).
+    An argparse abbreviation (vLLM, SGLang: `--tensor-parallel 4`, SGLang's `--tp`)
+    becomes its full spelling, so it replaces our option like any other spelling of it
+    and no later option can make it ambiguous. A short option with its value attached
+    (argparse `-qfp8`, clap `-p9000`) becomes `-q=fp8` / `-p=9000`, which both parsers
+    read. vLLM and llama.cpp read `--a_b` as `--a-b`: written so. llama.cpp rejects
+    `--flag=value`: its options that take one value are passed as two words
+    (runtimes.options refuses the rest). Unknown words stay as they are (refused).
     """
-    out: list[str] = []
-    abbreviations = ABBREVIATIONS.get(runtime, {})
-    for arg in extra_args:
-        if arg.startswith("--"):
-            arg = option_name(runtime, arg) + arg[len(arg.partition("=")[0]) :]
-        name, eq, value = arg.partition("=")
-        if arg.startswith("-") and name in abbreviations:
-            name = abbreviations[name]
-            arg = f"{name}{eq}{value}"
-        if runtime == "llamacpp" and eq and arg.startswith("-") and takes_one_value(runtime, name):
-            out += [name, value]
+    out = list(extra_args)
+    split: dict[int, tuple[str, str]] = {}
+    for opt in resolve(runtime, extra_args):
+        word = extra_args[opt.index]
+        if opt.option is None or "." in opt.name or (runtime == "vllm" and word[:2] == "-O"):
+            # unknown (refused), vLLM's `--x.key v` (a part of JSON --x) and `-O3`: as
+            # written, underscores read as the parser reads them
+            if word.startswith("--"):
+                out[opt.index] = option_name(runtime, word) + word[len(word.partition("=")[0]) :]
+            continue
+        if not opt.attached:
+            out[opt.index] = opt.option
+        elif runtime == "llamacpp" and takes_one_value(runtime, opt.option):
+            split[opt.index] = (opt.option, opt.value or "")
         else:
-            out.append(arg)
-    return tuple(out)
+            out[opt.index] = f"{opt.option}={opt.value}"
+    result: list[str] = []
+    for i, word in enumerate(out):
+        result += split.get(i, (word,))
+    return tuple(result)
 
 
 @dataclass(frozen=True)
@@ -207,20 +211,15 @@ class UserArgs:
 
 
 def user_args(runtime: str, extra_args: tuple[str, ...]) -> UserArgs:
+    """Our options that `extra_args` set, read as the runtime's parser reads them."""
     index = _INDEX[runtime]
     owned: dict[str, str | None] = {}
-    for i, arg in enumerate(extra_args):
-        if not arg.startswith("-"):
-            continue
-        name, eq, inline = arg.partition("=")
-        hit = index.get(name)
+    for opt in resolve(runtime, extra_args):
+        hit = index.get(opt.option or "")
         if hit is None:
             continue
         flag, _negative = hit
-        value: str | None = None
-        if flag.takes_value:
-            value = inline if eq else (extra_args[i + 1] if i + 1 < len(extra_args) else None)
-        owned[flag.name] = value
+        owned[flag.name] = opt.value if flag.takes_value else None
     return UserArgs(owned)
 
 

@@ -62,6 +62,23 @@ def runtime_device_count(model: ModelSpec, service: InferenceServiceSpec) -> int
     return gpu_count(model, service.gpu) if uses_gpu(model, service) else 0
 
 
+def sized_devices(model: ModelSpec, service: InferenceServiceSpec, claimed: int | None) -> int:
+    """The devices one pod's runtime is sized for (0: no GPU).
+
+    LLMKube's GPU count sizes it (the guide), up to the devices the pod's claims give
+    (`claimed`, when known before allocation): above that the pod could not run the
+    parallelism, so it is sized for the devices it really gets (DeviceCount=False
+    CountMismatch says the numbers differ). Without count, the claims' devices; where
+    they are known only at allocation (allocationMode All, firstAvailable), count.
+    """
+    if not uses_gpu(model, service):
+        return 0
+    count = runtime_device_count(model, service)
+    if model.uses_claims and claimed:
+        return min(count, claimed) if count else claimed
+    return count
+
+
 def gpus_per_replica(model: ModelSpec, service: InferenceServiceSpec) -> int:
     """What one replica is charged against a GPUQuota.
 

@@ -3,17 +3,24 @@
 runtimes/data/runtime_options.json (scripts/runtime-spellings.py writes it) lists every
 spelling by the values it takes: vLLM, SGLang and TGI off their pinned releases'
 parsers (tests/data/runtime-options), llama.cpp off the pinned llama-server's `--help`.
-The walk reads argv as each parser does, so an option the runtime would exit on
-("unrecognized arguments", "invalid argument") is refused before a pod is made:
+`resolve` reads argv as each parser does: which option each word is (an abbreviation
+resolved to its full spelling, an attached value split off), the value it takes and
+whether that value is missing. So an option the runtime would exit on ("unrecognized
+arguments", "invalid argument", "expected one argument") is refused before a pod is
+made, and the reconciler and the webhook read a user's option as the runtime will:
 
-- argparse (vLLM, SGLang): `--x=v`; `-qV` (a two-character short with its value
-  attached); any unique prefix of a long option (allow_abbrev, on in both); a word
-  with a space or a negative number is a value, never an option. vLLM's parser also
-  reads `--a_b` as `--a-b`, `--x.key v` as a part of the JSON option `--x`, `-O3`.
+- argparse (vLLM, SGLang): the exact spelling; `--x=v` and `-q=v`; `-qV` (a
+  two-character short with its value attached); any unique prefix of a long option
+  (allow_abbrev, on in both; two or more candidates: "ambiguous option"); a word with a
+  space or a negative number is a value, never an option, and an option's value is
+  never a word that looks like an option. vLLM's parser also reads `--a_b` as `--a-b`,
+  `--x.key v` as a part of the JSON option `--x`, `-O3`.
 - clap (TGI): `--x=v`, `-pV` / `-p=V`; no abbreviations.
-- llama.cpp: exact spellings (`--a_b` read as `--a-b`); an option taking a value takes
-  the next word whatever it is. `--x=v` is no spelling: the reconciler writes it as two
-  words when --x takes one value (runtimes.flags), else it is refused.
+- llama.cpp (common_params_parse at b10068): exact spellings (`--a_b` read as `--a-b`),
+  no attached values (`-c4096` is no option); an option taking a value takes the next
+  word whatever it is ("expected value for argument" when there is none). `--x=v` is no
+  spelling: the reconciler writes it as two words when --x takes one value
+  (runtimes.flags), else it is refused.
 """
 
 from __future__ import annotations
@@ -72,58 +79,91 @@ def _is_value(parser: Parser, word: str) -> bool:
 
 @dataclass(frozen=True)
 class Match:
-    nargs: str  # what it takes from the following words ("0" when the value is inline)
+    option: str  # the spelling the parser resolves the word to (a key of Parser.nargs)
+    attached: str | None = None  # the value inside the word (`--x=v`, `-pV`, `-p=V`)
     ambiguous: tuple[str, ...] = ()
 
 
 def _argparse(parser: Parser, word: str) -> Match | None:
+    """argparse's _parse_optional: the exact spelling, `name=value` of an exact name,
+    then a unique prefix of a long option (allow_abbrev) or a short option with its
+    value attached (`-qfp8`); more than one candidate is "ambiguous option"."""
     if word in parser.nargs:
-        return Match(parser.nargs[word])
-    name, eq, _ = word.partition("=")
+        return Match(word)
+    name, eq, value = word.partition("=")
     if eq and name in parser.nargs:
-        return Match("0")
-    if word[1] == "-":  # a unique prefix of a spelling (allow_abbrev)
-        hits = tuple(s for s in parser.nargs if s.startswith(name))
+        return Match(name, value)
+    if word[1] == "-":
+        hits = tuple((s, value if eq else None) for s in parser.nargs if s.startswith(name))
     else:
         short = word[:2]
-        hits = tuple(s for s in parser.nargs if s == short or s.startswith(word))
-        if hits == (short,):  # `-qfp8`: the value attached
-            return Match("0")
+        hits = tuple(
+            (s, word[2:]) if s == short else (s, None)
+            for s in parser.nargs
+            if s == short or s.startswith(word)
+        )
     if len(hits) > 1:
-        return Match("", hits)
+        return Match("", None, tuple(s for s, _ in hits))
     if hits:
-        return Match("0" if eq else parser.nargs[hits[0]])
+        return Match(*hits[0])
     return None
 
 
 def _match(runtime: str, parser: Parser, word: str) -> Match | None:
     if parser.underscores and word.startswith("--"):
         word = _underscored(word)
-    if parser.kind == "llama":
-        if word in parser.nargs:
-            return Match(parser.nargs[word])
-        name, eq, _ = word.partition("=")
-        return Match("0") if eq and parser.nargs.get(name) == "1" else None
-    if parser.kind == "clap":
-        name, eq, _ = word.partition("=")
+    if parser.kind == "llama":  # common_params_parse: exact spellings, nothing attached
+        name, eq, value = word.partition("=")
+        if eq and parser.nargs.get(name) == "1":
+            return Match(name, value)  # not llama.cpp's: normalize_user_args splits it
+        return Match(word) if word in parser.nargs else None
+    if parser.kind == "clap":  # `--name`, `--name=v`; `-p`, `-pV`, `-p=V`; no prefixes
+        name, eq, value = word.partition("=")
         if name in parser.nargs:
-            return Match("0" if eq else parser.nargs[name])
+            return Match(name, value if eq else None)
         short = word[:2]
         if not word.startswith("--") and parser.nargs.get(short) == "1":
-            return Match("0")
+            rest = word[2:]
+            return Match(short, rest[1:] if rest.startswith("=") else rest)
         return None
     if runtime == "vllm":
         if re.match(r"^-O.", word) and "--optimization-level" in parser.nargs:
-            return Match("0")  # vLLM rewrites -O3 / -O=3 / -Odecode itself
+            # vLLM rewrites -O3 / -O=3 / -Odecode itself
+            return Match("--optimization-level", word[2:].removeprefix("="))
         key, dot, _ = word.partition("=")[0].partition(".")
         if dot and key.startswith("--") and parser.nargs.get(key) == "1":
-            return Match("0" if "=" in word else "1")  # `--x.key v`: a part of JSON --x
+            # `--x.key v`: a part of the JSON option --x
+            return Match(key, word.partition("=")[2] if "=" in word else None)
     return _argparse(parser, word)
 
 
-def unknown_options(runtime: str, args: tuple[str, ...]) -> Iterator[Unknown]:
-    """The words of extraArgs in an option position that the runtime's parser does not
-    know (nothing for a runtime without a table)."""
+@dataclass(frozen=True)
+class Option:
+    """One option word of extraArgs as the runtime's parser reads it."""
+
+    index: int  # where the word is
+    name: str  # as written (`--x` of `--x=v`), underscores read as the parser reads them
+    option: str | None  # the spelling it resolves to; None: unknown or ambiguous
+    value: str | None  # its (first) value: attached, or the next word(s)
+    value_index: int  # where the value is (index itself when attached or absent)
+    attached: bool = False  # the value is part of the word
+    missing: bool = False  # it takes a value and none follows: the parser exits
+    ambiguous: tuple[str, ...] = ()  # argparse: the spellings an abbreviation matches
+    nargs: str = ""  # what the option takes ("0", "1", "2", "?", "+", "*"); "" if unknown
+
+
+def _written(parser: Parser, word: str) -> str:
+    name = word.partition("=")[0]
+    if parser.underscores and name.startswith("--"):
+        name = _underscored(name)
+    return name
+
+
+def resolve(runtime: str, args: tuple[str, ...]) -> Iterator[Option]:
+    """Every option word of `args` as the runtime's parser reads it: which option it
+    resolves to (an abbreviation to its full spelling, `-pV` to `-p` with value V), the
+    value it takes, and whether that value is missing. Values and bare words are
+    skipped as the parser skips them; argparse and clap stop at `--`."""
     parser = PARSERS.get(runtime)
     if parser is None:
         return
@@ -135,21 +175,54 @@ def unknown_options(runtime: str, args: tuple[str, ...]) -> Iterator[Unknown]:
             return  # argparse and clap: the rest are positionals
         if _is_value(parser, word):
             continue
+        here = i - 1
         match = _match(runtime, parser, word)
-        if match is None:
-            name = word.partition("=")[0]
-            yield Unknown(i - 1, word if name in parser.nargs else name)
+        name = _written(parser, word)
+        if match is None or match.ambiguous:
+            # Read as the naive `--x v`: a following bare word is its value.
+            nxt = args[i] if i < len(args) and _is_value(parser, args[i]) else None
+            value = word.partition("=")[2] if "=" in word else nxt
+            where = here if "=" in word or nxt is None else i
+            ambiguous = match.ambiguous if match else ()
+            yield Option(here, name, None, value, where, "=" in word, ambiguous=ambiguous)
             continue
-        if match.ambiguous:
-            some = ", ".join(match.ambiguous[:4]) + (", ..." if len(match.ambiguous) > 4 else "")
-            yield Unknown(i - 1, word, f"ambiguous: it abbreviates {some}")
+        nargs = parser.nargs[match.option]
+        if match.attached is not None:
+            yield Option(here, name, match.option, match.attached, here, True, nargs=nargs)
+            continue
+        if nargs == "0":
+            yield Option(here, name, match.option, None, here, nargs=nargs)
             continue
         if parser.kind == "llama":  # llama.cpp takes the next words whatever they are
-            i += int(match.nargs)
-        elif match.nargs in ("1", "2"):
-            i += sum(1 for _ in _values(parser, args, i, int(match.nargs)))
-        elif match.nargs in ("?", "+", "*"):
-            i += sum(1 for _ in _values(parser, args, i, 1 if match.nargs == "?" else None))
+            want = int(nargs)
+            taken = args[i : i + want]
+            i += len(taken)
+            missing = len(taken) < want
+            value = taken[0] if taken else None
+        else:
+            most = {"1": 1, "2": 2, "?": 1}.get(nargs)
+            taken = tuple(_values(parser, args, i, most))
+            i += len(taken)
+            missing = len(taken) < {"1": 1, "2": 2, "+": 1}.get(nargs, 0)
+            value = taken[0] if taken else None
+        where = here + 1 if value is not None else here
+        yield Option(here, name, match.option, value, where, missing=missing, nargs=nargs)
+
+
+def unknown_options(runtime: str, args: tuple[str, ...]) -> Iterator[Unknown]:
+    """The words of extraArgs in an option position that the runtime's parser does not
+    know (nothing for a runtime without a table)."""
+    parser = PARSERS.get(runtime)
+    for opt in resolve(runtime, args):
+        if opt.ambiguous:
+            hits = opt.ambiguous
+            some = ", ".join(hits[:4]) + (", ..." if len(hits) > 4 else "")
+            yield Unknown(opt.index, args[opt.index], f"ambiguous: it abbreviates {some}")
+        elif opt.option is None:
+            word = args[opt.index]
+            name = word.partition("=")[0]
+            known = parser is not None and name in parser.nargs
+            yield Unknown(opt.index, word if known else name)
 
 
 def _values(parser: Parser, args: tuple[str, ...], start: int, most: int | None) -> Iterator[str]:

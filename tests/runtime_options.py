@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -119,6 +119,7 @@ class Parsed:
     values: dict[str, list[str | None]]  # option key -> the value of each occurrence
     positionals: list[str]
     errors: list[str]
+    options: list[str] = field(default_factory=list)  # each option word, as resolved
 
 
 class Checker:
@@ -150,9 +151,20 @@ class Checker:
                 key, dot, rest = name.partition(".")
                 name = key.replace("_", "-") + dot + rest
             opt = self.options.get(name)
+            if opt is None and self.runtime != "llamacpp":
+                resolved = self._resolve(arg)
+                if isinstance(resolved, str):
+                    p.errors.append(resolved)
+                    continue
+                if resolved is not None:
+                    name, attached = resolved
+                    opt = self.options[name]
+                    if attached is not None:
+                        eq, inline = "=", attached
             if opt is None or (eq and not self.inline):
                 p.errors.append(f"unknown option {arg!r}")
                 continue
+            p.options.append(name)
             values: list[str] = []
             if eq:
                 values = [inline]
@@ -191,6 +203,28 @@ class Checker:
                     p.errors.append(f"--tensor-split {ts!r}: more than 15 parts")
         return p
 
+    def _resolve(self, arg: str) -> tuple[str, str | None] | str | None:
+        """The spelling a word that is no exact spelling resolves to, with the value
+        attached to it: argparse's unique prefix of a long option (allow_abbrev) and
+        `-Xvalue`; clap's `-Xvalue` / `-X=value`. A string: the parser's error."""
+        if self.runtime == "tgi":
+            short = arg[:2]
+            if not arg.startswith("--") and short in self.options and len(arg) > 2:
+                return short, arg[2:].removeprefix("=")
+            return None
+        if arg.startswith("--"):
+            prefix, eq, value = arg.partition("=")
+            hits = [s for s in self.options if s.startswith(prefix)]
+            if len(hits) > 1:
+                return f"ambiguous option {arg!r}: {hits[:4]}"
+            return (hits[0], value if eq else None) if hits else None
+        if arg[:2] in self.options:
+            return arg[:2], arg[2:]
+        hits = [s for s in self.options if s.startswith(arg)]
+        if len(hits) > 1:
+            return f"ambiguous option {arg!r}: {hits[:4]}"
+        return (hits[0], None) if hits else None
+
     def repeatable(self, key: str) -> bool:
         return any(o.repeatable for o in self.options.values() if o.key == key)
 
@@ -226,13 +260,48 @@ def _last(parsed: Parsed, key: str) -> str | None:
     return values[-1] if values else None
 
 
+# Spellings that print something and exit 0 before serving (tests/test_llama_server_real.py
+# runs each of llama.cpp's against the pinned llama-server; argparse's -h/--help).
+EXITS_AT_START = {
+    "vllm": ("-h", "--help"),
+    "sglang": ("-h", "--help"),
+    "tgi": (),
+    "llamacpp": (
+        "-h",
+        "--help",
+        "--usage",
+        "--version",
+        "-cl",
+        "--cache-list",
+        "--completion-bash",
+        "--list-devices",
+    ),
+}
+
+
 def startup_errors(
-    runtime: str, parsed: Parsed, platform: str = "cuda", members: int | None = None
+    runtime: str,
+    parsed: Parsed,
+    platform: str = "cuda",
+    members: int | None = None,
+    serves_http: bool = True,
 ) -> list[str]:
     """What the release checks after parsing, before it serves: vLLM's quantization,
     KV-cache dtype and attention backend tables (per platform), its data-parallel ranks
     across multiNode members; TGI launcher's token limits and spelling conflicts."""
-    errors = []
+    errors = [f"{o} prints and exits 0" for o in parsed.options if o in EXITS_AT_START[runtime]]
+    if runtime == "vllm" and serves_http:  # `vllm serve` runs headless: no API server
+        if parsed.values.get("--headless"):
+            errors.append("--headless: no API server on a pod the probes need")
+        for key in ("--api-server-count", "-asc"):
+            for count in parsed.values.get(key) or []:
+                if count is not None and int(count) < 1:
+                    errors.append(f"{key} {count}: no API server on a pod the probes need")
+    if runtime == "vllm" and parsed.values.get("--headless"):
+        for key in ("--api-server-count", "-asc"):
+            for count in parsed.values.get(key) or []:
+                if count is not None and int(count) > 0:
+                    errors.append(f"--api-server-count={count} cannot be used with --headless")
     if runtime == "vllm":
         v = validators()
         quant = _last(parsed, "--quantization")
@@ -259,6 +328,15 @@ def startup_errors(
             dp = int(_last(parsed, "--data-parallel-size") or 1)
             if dp != members * local:
                 errors.append(f"--data-parallel-size {dp} != {members} members x {local}")
+    if runtime == "llamacpp" and platform != "cpu":
+        # b10068 src/llama-model.cpp make_gpu_buft_list: row split takes the backend's
+        # split buffer type, which only SYCL exports; llama-context.cpp: tensor split
+        # needs flash attention.
+        mode = _last(parsed, "--split-mode")
+        if mode == "row" and platform != "xpu":
+            errors.append("device CUDA0 does not support split buffers")
+        if mode == "tensor" and _last(parsed, "--flash-attn") in ("off", "disabled", "false", "0"):
+            errors.append("SPLIT_MODE_TENSOR requires flash_attn to be enabled")
     if runtime == "tgi":
         tokens, length = _last(parsed, "--max-input-tokens"), _last(parsed, "--max-input-length")
         if tokens is not None and length is not None:

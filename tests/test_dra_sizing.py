@@ -320,9 +320,10 @@ def test_finished_and_terminating_pods_are_not_counted() -> None:
 async def test_a_count_change_beside_claims_is_served_and_the_mismatch_reported(
     cluster: Cluster,
 ) -> None:
-    """count 2 -> 4 on a Model whose template gives 2 devices: count sizes the runtime
-    (the guide), so the new TP 4 rolls out and DeviceCount says the numbers differ; only
-    an explicit TP above count is refused (LLMKube's rule)."""
+    """count 2 -> 4 on a Model whose template gives 2 devices (issue 27 item 12): count
+    sizes the runtime only up to the devices a pod gets, so the running TP 2 Deployment
+    stays as it is and DeviceCount says the numbers differ; an explicit TP above the
+    pod's devices is refused."""
     kube, _, _ = cluster
     await apply_text(kube, without_count("multi-gpu.yaml"))  # the two-gpus template
     await reapply(kube, model_yaml("m", two_gpu_claims(2)))
@@ -330,30 +331,28 @@ async def test_a_count_change_beside_claims_is_served_and_the_mismatch_reported(
     await wait_condition(
         kube, INFERENCE_SERVICE, "svc", "DeviceCount", "True", "CountMatchesClaims"
     )
+    dep = await deployment(kube, "svc")
+    args = args_of(dep)
+    assert args[args.index("--tensor-parallel-size") + 1] == "2"
+    generation = dep["metadata"]["generation"]
     await reapply(kube, model_yaml("m", two_gpu_claims(4)))
     isvc = await wait_condition(
         kube, INFERENCE_SERVICE, "svc", "DeviceCount", "False", "CountMismatch"
     )
-    assert "count is 4" in condition(isvc, "DeviceCount")["message"]  # type: ignore[index]
-
-    async def resized() -> Obj | None:
-        dep = await kube.get(DEPLOYMENT, "default", "svc")
-        args = args_of(dep) if dep else []
-        tp = (
-            args[args.index("--tensor-parallel-size") + 1]
-            if "--tensor-parallel-size" in args
-            else None
-        )
-        return dep if tp == "4" else None
-
-    await eventually(resized, what="the Deployment sized for count 4")
+    message = condition(isvc, "DeviceCount")["message"]  # type: ignore[index]
+    assert "count is 4" in message and "the 2 device(s) a pod gets" in message, message
     isvc = await wait_condition(
         kube, INFERENCE_SERVICE, "svc", "RuntimeConfigured", "True", "ArgvValid"
     )
-    # An explicit TP above count is refused; the running Deployment is left as it is.
-    await reapply(kube, isvc_yaml("svc", "m", extra="  vllmConfig: {tensorParallelSize: 8}"))
+    dep = await deployment(kube, "svc")
+    args = args_of(dep)
+    assert args[args.index("--tensor-parallel-size") + 1] == "2", args
+    assert dep["metadata"]["generation"] == generation  # the running pods stay up
+    # An explicit TP above the pod's devices is refused; the Deployment is left as it is.
+    await reapply(kube, isvc_yaml("svc", "m", extra="  vllmConfig: {tensorParallelSize: 4}"))
     isvc = await wait_condition(
         kube, INFERENCE_SERVICE, "svc", "RuntimeConfigured", "False", "ParallelismExceedsGPUs"
     )
-    assert "gets 4" in condition(isvc, "RuntimeConfigured")["message"]  # type: ignore[index]
-    await eventually(resized, what="the count-4 Deployment left running")
+    assert "gets 2" in condition(isvc, "RuntimeConfigured")["message"]  # type: ignore[index]
+    dep = await deployment(kube, "svc")
+    assert dep["metadata"]["generation"] == generation

@@ -45,7 +45,9 @@ from api import InvalidSpec, parse_inference_service, parse_model
 from api.inferenceservice import LLAMACPP_CACHE_TYPES, LLAMACPP_QUANTIZED_CACHE_TYPES
 from objtypes import Obj
 from reconcilers.inferenceservice.workload import model_location, pod_spec
+from runtimes.args import EXITS_AT_START
 from runtimes.checks import runtime_problems
+from runtimes.command import SPLIT_MODES
 from runtimes.flags import LLAMACPP
 from runtimes.images import VERSIONS
 
@@ -468,3 +470,67 @@ def test_an_unknown_option_we_refuse_fails_under_the_real_llama_server(
     log = server.log()
     assert not server.healthy and server.proc.returncode != 0, log[-4000:]
     assert f"invalid argument: {extra[0]}" in log, log[-4000:]
+
+
+def test_the_help_lines_that_say_exit_are_all_refused(llama_server: Path) -> None:
+    """Issue 27 item 7: every option b10068's --help says exits is refused (the others,
+    --version, -cl/--cache-list, exit in their handlers: the test below runs each)."""
+    help_text = subprocess.run(
+        [str(llama_server), "--help"], capture_output=True, text=True, timeout=60
+    ).stdout
+    said_exit = {
+        spelling
+        for line in help_text.splitlines()
+        if re.search(r"\band exit\b", line) and line.startswith("-")
+        for spelling in re.findall(r"(?:^|,\s*)(--?[\w-]+)", line.split("  ")[0])
+    }
+    assert said_exit and said_exit <= set(EXITS_AT_START["llamacpp"]), said_exit
+
+
+@pytest.mark.parametrize("word", EXITS_AT_START["llamacpp"])
+def test_an_option_that_exits_0_at_start_is_refused(
+    word: str, llama_server: Path, tiny_gguf: Path
+) -> None:
+    """Issue 27 item 7: b10068 prints and exits 0 on it (a restart loop, never serving)."""
+    model = parse_model(CPU_GGUF)
+    service = parse_inference_service({"modelRef": "tiny", "extraArgs": [word]})
+    refused = runtime_problems(service, model, "/models/tiny.gguf")
+    assert any("exit 0" in p.message for p in refused), refused
+    args = pod_spec(ISVC, service, model, "tiny")["containers"][0]["args"]
+    server = launch(llama_server, lambda port: for_this_machine(args, tiny_gguf, port))
+    log = server.log()
+    assert not server.healthy and server.proc.returncode == 0, log[-2000:]
+
+
+@pytest.mark.parametrize("extra", [["-fa"], ["--metrics", "--ctx-size"]])
+def test_a_missing_value_we_refuse_fails_under_the_real_llama_server(
+    extra: list[str], llama_server: Path, tiny_gguf: Path
+) -> None:
+    """Issue 27 item 14: an option that takes a value, last in extraArgs."""
+    service = parse_inference_service({"modelRef": "tiny", "extraArgs": extra})
+    model = parse_model(CPU_GGUF)
+    refused = runtime_problems(service, model, "/models/tiny.gguf")
+    assert any("none follows" in p.message for p in refused), refused
+    args = pod_spec(ISVC, service, model, "tiny")["containers"][0]["args"]
+    server = launch(llama_server, lambda port: for_this_machine(args, tiny_gguf, port))
+    log = server.log()
+    assert not server.healthy and server.proc.returncode != 0, log[-2000:]
+    assert "expected value for argument" in log, log[-2000:]
+
+
+def test_the_split_modes_are_the_pinned_releases(llama_server: Path) -> None:
+    """Issue 27 item 19: each sharding strategy maps to a --split-mode b10068's --help
+    lists, tensor to its tensor parallelism (not row, which at b10068 only SYCL runs)."""
+    help_text = subprocess.run(
+        [str(llama_server), "--help"], capture_output=True, text=True, timeout=60
+    ).stdout
+    line = re.search(r"^-sm,\s+--split-mode \{([\w,]+)\}", help_text, re.M)
+    assert line, help_text[:2000]
+    choices = line[1].split(",")
+    assert set(SPLIT_MODES.values()) <= set(choices), choices
+    described = {
+        m[1]: m[2] for m in re.finditer(r"^\s+- (\w+)(?: \(default\))?: (.*)$", help_text, re.M)
+    }
+    assert "split weights and KV across GPUs (parallelized" in described["tensor"], described
+    assert SPLIT_MODES["tensor"] == "tensor" and SPLIT_MODES["layer"] == "layer"
+    assert "split layers and KV across GPUs" in described["layer"], described

@@ -27,7 +27,12 @@ import pytest
 from api import InvalidSpec, parse_inference_service, parse_model, rule_errors
 from api.source import host_path_error
 from objtypes import Obj
-from reconcilers.inferenceservice.workload import build_member_pods, model_location, pod_spec
+from reconcilers.inferenceservice.workload import (
+    build_member_pods,
+    model_location,
+    pod_spec,
+    runtime_mounts,
+)
 from runtimes import values as rv
 from runtimes.args import LOOPBACK, extra_options, vllm_positionals
 from runtimes.checks import INVALID_RUNTIME_CONFIG, Problem, runtime_problems
@@ -248,6 +253,52 @@ OVERRIDE_VALUES: dict[str, dict[str, str | None]] = {
         "--spec-draft-p-min": "0.5",
     },
 }
+# extraArgs read as the parser reads them (issue 27 items 7, 13-16): abbreviations,
+# attached short values, a value missing at the end, options that exit 0 at start,
+# vLLM without an API server. Each is served with the option it resolves to, or refused.
+PARSER_READINGS: dict[str, list[list[str]]] = {
+    "vllm": [
+        ["--tensor-parallel", "1"],
+        ["--tensor-parallel", "2"],
+        ["--tensor-parallel=2"],
+        ["--max-model", "4096"],
+        ["-qawq"],
+        ["-q=awq"],
+        ["--quant", "awq"],  # ambiguous: --quantization, --quantization-config
+        ["--tensor-parallel-size"],
+        ["--enforce-eager", "--max-model-len"],
+        ["--help"],
+        ["-h"],
+        ["--headless"],
+        ["--api-server-count", "0"],
+        ["-asc", "0"],
+        ["--api-server-count", "1"],
+    ],
+    "sglang": [
+        ["--tp", "1"],
+        ["--tp", "2"],
+        ["--tp-s", "2"],
+        ["--tensor-parallel", "2"],
+        ["--context-len", "4096"],
+        ["--tp-size"],
+        ["--help"],
+    ],
+    "tgi": [
+        ["-p9000"],
+        ["-p=9000"],
+        ["--num-shard"],
+        ["--max-total-tokens", "4096", "--port"],
+    ],
+    "llamacpp": [
+        ["--mmproj", "/models/mmproj.gguf"],  # no volume holds it (item 17)
+        ["-md", "/srv/draft.gguf"],
+        ["-fa"],
+        ["--ctx-size"],
+        *([s] for s in ("-h", "--help", "--usage", "--version", "-cl", "--cache-list")),
+        ["--completion-bash"],
+        ["--list-devices"],
+    ],
+}
 # Options of the runtime we never derive: they pass through untouched.
 FOREIGN_ARGS = {
     "vllm": ["--trust-remote-code", "--enforce-eager"],
@@ -337,6 +388,7 @@ def _overrides(runtime: str) -> Iterator[list[str]]:
             if spelling.startswith("--") and "-" in spelling[2:]:
                 yield [spelling[:2] + spelling[2:].replace("-", "_"), *([value] if value else [])]
     yield FOREIGN_ARGS[runtime]
+    yield from PARSER_READINGS[runtime]
 
 
 def specs() -> Iterator[tuple[str, Obj, Obj]]:
@@ -357,6 +409,14 @@ def specs() -> Iterator[tuple[str, Obj, Obj]]:
                     m = {**model, "hardware": {**model["hardware"]}}
                     m["hardware"]["gpu"] = {**m["hardware"].get("gpu", {}), **fields}
                     yield runtime, m, base
+                    strategy = fields.get("sharding", {}).get("strategy")
+                    if strategy == "tensor":  # b10068's tensor split needs flash attention
+                        yield runtime, m, {**base, "flashAttention": False}
+                    if strategy == "row":  # row split: SYCL (the intel image) only
+                        gpu = {**m["hardware"]["gpu"], "vendor": "intel"}
+                        yield runtime, {**m, "hardware": {**m["hardware"], "gpu": gpu}}, base
+                for split in (["-sm", "row"], ["--split-mode", "tensor", "-fa", "off"]):
+                    yield runtime, model, {**base, "extraArgs": split}
         for model in _source_models(runtime, count, claims):
             yield runtime, model, base
             if runtime != "llamacpp":  # a user's --revision owns the option
@@ -394,13 +454,20 @@ def _platform(image: str) -> str:
     """vLLM's platform for the image the pod runs."""
     if "rocm" in image:
         return "rocm"
-    return "cpu" if "cpu" in image else "xpu" if "xpu" in image else "cuda"
+    if "xpu" in image or "intel" in image:
+        return "xpu"  # llama.cpp's intel image is its SYCL build
+    if "vulkan" in image:
+        return "vulkan"
+    if "cpu" in image or re.search(r":server-b\d+$", image):
+        return "cpu"
+    return "cuda"
 
 
 def _startup_and_reach(runtime: str, parsed: Any, pod: Obj, members: int | None) -> list[str]:
     """What the release refuses after parsing, and a bind address no probe reaches."""
     container = pod["containers"][0]
-    errors = startup_errors(runtime, parsed, _platform(container["image"]), members)
+    serves_http = "readinessProbe" in container
+    errors = startup_errors(runtime, parsed, _platform(container["image"]), members, serves_http)
     for host in parsed.values.get("--hostname" if runtime == "tgi" else "--host") or []:
         if host and LOOPBACK.match(host):
             errors.append(f"binds {host}: probes and the Service cannot reach it")
@@ -412,8 +479,9 @@ def _refused(service: Any, model: Any) -> list[Problem] | None:
     runtime's problems ([] when refused for another rule), or None when it is served."""
     if rule_errors(service, model) or host_path_error(model.location, ROOTS):
         return []
-    arg = model_location(model, service.runtime, ROOTS).arg
-    return runtime_problems(service, model, arg) or None
+    placement = model_location(model, service.runtime, ROOTS)
+    mounts = runtime_mounts(placement, service)
+    return runtime_problems(service, model, placement.arg, mounts=mounts) or None
 
 
 # huggingface_hub.utils.validate_repo_id, which vLLM, SGLang (through transformers) and
@@ -458,6 +526,25 @@ def _mounted(pod: Obj, container: Obj, path: str) -> str | None:
         ):
             best = m
     return best["name"] if best else None
+
+
+def _file_errors(pod: Obj, container: Obj, path: str) -> list[str]:
+    """A file the runtime opens at start must be on a volume of the pod; on an emptyDir
+    only the loader's files are there (each named in its env)."""
+    volume = _mounted(pod, container, path)
+    volumes = {v["name"]: v for v in pod.get("volumes") or []}
+    if volume is None or volume not in volumes:
+        return [f"{path!r} is on no volume of the pod"]
+    mount = next(m for m in container["volumeMounts"] if m["name"] == volume)
+    relative = path[len(mount["mountPath"]) :].lstrip("/")
+    loader_env = [
+        str(e.get("value") or "")
+        for c in pod.get("initContainers") or []
+        for e in c.get("env") or []
+    ]
+    if "emptyDir" in volumes[volume] and not any(relative in v for v in loader_env):
+        return [f"{path!r} is on an empty volume no loader fills"]
+    return []
 
 
 def model_argument_errors(runtime: str, pod: Obj, parsed: Parsed) -> list[str]:
@@ -524,8 +611,13 @@ def _check_pod(
             errors.append(f"llama.cpp -hf is not a hub repository: {argv}")
     elif runtime == "tgi" and str(parsed.values["--model-id"][0]).endswith(".gguf"):
         errors.append(f"TGI given a GGUF file: {argv}")
-    if len(given) == 1 and ours:
+    if len(given) == 1 and (ours or _model_value(runtime, parsed)[1].startswith("/")):
         errors += model_argument_errors(runtime, pod, parsed)
+    if runtime == "llamacpp":
+        for key in ("--mmproj", "--model-draft"):
+            for path in parsed.values.get(key) or []:
+                if path and path.startswith("/"):
+                    errors += _file_errors(pod, container, path)
     ports = parsed.values.get("--port") or [None]
     if str(container["ports"][0]["containerPort"]) != ports[-1]:
         errors.append(f"containerPort {container['ports'][0]['containerPort']} != --port {ports}")
@@ -618,7 +710,11 @@ def test_pinned_images_are_the_versions_the_options_files_describe() -> None:
         ("vllm", ["--model", "m", "-tp", "2", "--tensor-parallel-size", "2"], "given 2 times"),
         ("vllm", ["--model", "m", "--dtype", "fp64"], "bad value 'fp64'"),
         ("vllm", ["--model", "m", "--port"], "--port: missing value"),
-        ("sglang", ["--model-path", "m", "--tp", "2"], "unknown option '--tp'"),
+        ("sglang", ["--model-path", "m", "--tp", "2", "--tp-size", "2"], "given 2 times"),
+        ("vllm", ["--model", "m", "--quant", "awq"], "ambiguous option"),
+        ("vllm", ["--model", "m", "--tensor-parallel-size"], "missing value"),
+        ("tgi", ["--model-id", "m", "-p9000", "--port", "80"], "--port given 2 times"),
+        ("llamacpp", ["--model", "/m.gguf", "-ngl99"], "unknown option"),
         ("tgi", ["--model-id", "m", "--port", "80", "-p", "81"], "--port given 2 times"),
         ("tgi", ["--model-id", "m", "--model-id", "n"], "--model-id given 2 times"),
         ("tgi", ["--model-id", "m", "--host", "::"], "unknown option '--host'"),
@@ -825,3 +921,78 @@ def test_the_model_validators_catch_what_a_runtime_rejects(
     pod: Obj = {"containers": [{"args": argv}], "volumes": []}
     errors = model_argument_errors(runtime, pod, parsed)
     assert any(error in e for e in errors), errors
+
+
+PARALLEL_WORDS = re.compile(r"parallel|^-tp|^--tp|^-dp|^--dp|^-pp|^--pp|shard|split|^-ts|^-sm")
+
+
+def _devices_wanted(runtime: str, parsed: Parsed) -> int:
+    """The devices one pod's argv makes the runtime use, read off the parsed argv."""
+
+    def n(*keys: str) -> int:
+        for key in keys:
+            value = parsed.values.get(key)
+            if value and value[-1] is not None:
+                return int(value[-1])
+        return 1
+
+    if runtime == "vllm":
+        return (
+            n("--tensor-parallel-size")
+            * n("--pipeline-parallel-size")
+            * n("--data-parallel-size-local", "--data-parallel-size")
+        )
+    if runtime == "sglang":
+        dp = 1 if parsed.values.get("--enable-dp-attention") else n("--dp-size")
+        return n("--tp-size") * n("--pp-size") * dp
+    if runtime == "tgi":
+        return n("--num-shard")
+    split = parsed.values.get("--tensor-split")
+    mode = parsed.values.get("--split-mode")
+    if mode and mode[-1] == "none":
+        return 1
+    return len(re.split(r"[,/]", str(split[-1]))) if split else 1
+
+
+def test_no_argv_asks_for_more_devices_than_the_claims_give() -> None:
+    """Issue 27 item 12: count beside claims that give fewer devices per pod (count 2 and
+    a 1-device template, count 4 beside a 2-device one, resources.gpu above the claim):
+    every argv that is not refused fits the devices the pod gets."""
+    groups = {rt: {name: f.spellings for name, f in FLAGS[rt].items()} for rt in FLAGS}
+    check = checkers(groups)
+    checked = refused = 0
+    failures = []
+    for runtime, model_spec, service_spec in specs():
+        gpu = model_spec.get("hardware", {}).get("gpu", {})
+        words = [*service_spec.get("extraArgs", []), *service_spec]
+        if (
+            not gpu.get("resourceClaims")
+            or service_spec.get("mode") != "chat"
+            or service_spec.get("multiNode")
+            or (len(service_spec) > 3 and not any(PARALLEL_WORDS.search(w) for w in words))
+        ):
+            continue
+        model = parse_model(model_spec)
+        for claimed in (1, 2):
+            for gpus in (None, 4):
+                spec = (
+                    service_spec if gpus is None else {**service_spec, "resources": {"gpu": gpus}}
+                )
+                service = parse_inference_service(spec)
+                if rule_errors(service, model) or host_path_error(model.location, ROOTS):
+                    continue
+                arg = model_location(model, runtime, ROOTS).arg
+                if runtime_problems(service, model, arg, claimed):
+                    refused += 1
+                    continue
+                checked += 1
+                pod = pod_spec(ISVC, service, model, "m", claimed, roots=ROOTS)
+                parsed = check[runtime].parse(pod["containers"][0]["args"])
+                wanted = _devices_wanted(runtime, parsed)
+                if wanted > claimed:
+                    failures.append(
+                        f"{runtime} {spec} count {gpu.get('count')}: {wanted} devices on {claimed}"
+                    )
+    assert not failures, "\n".join(failures[:20])
+    print(f"\nclaimed-devices contract: {checked} argv checked, {refused} refused")
+    assert checked > 500 and refused > 0, (checked, refused)

@@ -92,7 +92,7 @@ def test_llamacpp_model_layers_and_sharding_win() -> None:
     a = args("llamacpp", m)
     assert (flag(a, "--n-gpu-layers"), flag(a, "--split-mode"), flag(a, "--tensor-split")) == (
         "20",
-        "row",
+        "tensor",  # b10068 -sm tensor (issue 27 item 19)
         "30,10",
     )
     a = args("llamacpp", model(count=2, sharding={"strategy": "none"}))

@@ -162,9 +162,14 @@ def count_mismatch(count: int | None, demand: DeviceDemand) -> str | None:
     """A message when the Model's `count` and what the claims ask for disagree."""
     if count is None or demand.total is None or demand.total == count:
         return None
+    sized = (
+        f"count ({count})"
+        if count < demand.total
+        else f"the {demand.total} device(s) a pod gets: it cannot run more"
+    )
     return (
         f"count is {count} but the claims ask for {demand.total} device(s) per pod; "
-        f"the runtime is sized for count ({count})"
+        f"the runtime is sized for {sized}"
     )
 
 

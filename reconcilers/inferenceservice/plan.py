@@ -21,7 +21,7 @@ from reconcilers.devices import dra
 from reconcilers.devices.kueue import kueue_status, queue_name
 from reconcilers.devices.lookup import device_classes, model_demand, templates
 from reconcilers.inferenceservice.advice import advisories
-from reconcilers.inferenceservice.workload import model_location
+from reconcilers.inferenceservice.workload import model_location, runtime_mounts
 from reconcilers.quota.index import namespace_allocations
 from reconcilers.quota.rule import MIN_PRIORITY, VRAM_BYTES, Allocation
 from reconcilers.settings import Settings
@@ -96,7 +96,7 @@ def plan(
     admitted = allocation.admitted_replicas if allocation else service.wanted_replicas
     # Under a quota, what it charges (DRA's allocation may differ from the count).
     per_replica = allocation.gpus_per_replica if allocation else replica_charge(model, service)
-    # Count wins (the guide); without it the claims size the runtime.
+    # count sizes the runtime up to the devices the claims give per pod (gpu.sized_devices).
     claimed = (demand.total or None) if demand is not None else None
     resolved = Condition(
         c.MODEL_RESOLVED,
@@ -115,7 +115,8 @@ def plan(
     command = runtime_command(
         service, model, model_arg, service.model_ref, claimed, mmproj=placement.mmproj
     )
-    problems = runtime_problems(service, model, model_arg, claimed, command)
+    mounts = runtime_mounts(placement, service)
+    problems = runtime_problems(service, model, model_arg, claimed, command, mounts)
     if service.multi_node is not None and facts.extended_class and not model.uses_claims:
         problems.insert(0, _multi_node_via_dra(model, facts.extended_class))
     queue = queue_name(isvc)
@@ -270,9 +271,11 @@ def _kept_demand(live: Obj | None, demand: dra.DeviceDemand) -> dra.DeviceDemand
 def device_count_condition(
     count: int, demand: dra.DeviceDemand, missing: list[str] | None = None
 ) -> Condition:
-    """How the runtime is sized against what the claims ask for: count wins (the guide)."""
+    """How the runtime is sized against what the claims ask for (gpu.sized_devices)."""
     if missing:
-        if count:
+        if count and demand.total and demand.total < count:
+            kept = f"kept at the {demand.total} device(s) its pods get"
+        elif count:
             kept = f"sized for count ({count})"
         else:
             kept = f"kept at {demand.total} device(s)" if demand.total else "not sized from them"

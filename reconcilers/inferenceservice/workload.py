@@ -14,10 +14,11 @@ from reconcilers.ownership import (
     labels,
     owned_metadata,
 )
-from reconcilers.sources.loader import EPHEMERAL, Store, hf_token_env, secret_env
+from reconcilers.sources.loader import EPHEMERAL, MODEL_DIR, Store, hf_token_env, secret_env
 from reconcilers.sources.placement import Placement, model_placement
 from runtimes.command import Member, RuntimeCommand, runtime_command
 from runtimes.gpu import GPUAttachment, gpu_attachment, uses_gpu
+from runtimes.pod_checks import MountedPath
 
 # A Deployment's rolling update as kube-apiserver defaults it.
 ROLLING_UPDATE = {"maxSurge": "25%", "maxUnavailable": "25%"}
@@ -39,6 +40,17 @@ def model_location(
     """What the runtime loads and the volumes and init container behind it; raises
     SourceNotAllowed for a host path outside `roots` (--allowed-host-path-roots)."""
     return model_placement(model, runtime, roots, store, hf_token)
+
+
+def runtime_mounts(placement: Placement, service: InferenceServiceSpec) -> list[MountedPath]:
+    """The runtime container's mounts as pod_spec makes them: the model source's, the
+    loader's /models (an emptyDir holds only what the loader writes), extraVolumeMounts."""
+    out = [MountedPath(str(m["mountPath"])) for m in placement.mounts]
+    if placement.models_dir:
+        staged = tuple(p for p in (placement.arg, placement.mmproj) if p)
+        out.append(MountedPath(MODEL_DIR, None if placement.store.claim else staged))
+    out += [MountedPath(str(m.get("mountPath") or "")) for m in service.fields.extra_volume_mounts]
+    return out
 
 
 # Runtimes whose health endpoint answers while busy (llama.cpp's /health is served
