@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -11,7 +10,15 @@ from .common import CONDITIONS, LOCAL_REF, RESOURCE_CLAIMS, TOLERATIONS
 from .errors import InvalidSpec
 from .quantity import bytes_of
 from .schema import Array, Bool, Free, Int, Num, Object, Quantity, Rule, Str, validate
-from .source import ModelSource, parse_source, source_errors
+from .source import (
+    REPO_FILE_PATTERN,
+    SOURCE_PATTERN,
+    ModelSource,
+    explain_file,
+    explain_source,
+    parse_source,
+    source_errors,
+)
 
 ACCELERATORS = ("cpu", "metal", "cuda", "rocm", "intel", "vulkan")
 GPU_ACCELERATORS = ("cuda", "rocm", "intel", "vulkan")
@@ -20,7 +27,6 @@ VENDORS = ("nvidia", "amd", "intel")
 SHARDING_STRATEGIES = ("layer", "tensor", "row", "pipeline", "none")
 MODEL_PHASES = ("Pending", "Downloading", "Copying", "Ready", "Failed")
 MAX_GPU_COUNT = 8
-SOURCE_PATTERN = r"^(https?|file|pvc|hf|s3)://.*|^/[^\s]+$|^[a-zA-Z0-9][\w\-\.\/]+$"
 
 
 def _claims_xor_resource_name(gpu: dict[str, Any]) -> bool:
@@ -58,7 +64,7 @@ GPU = Object(
 
 SPEC = Object(
     fields={
-        "source": Str(pattern=SOURCE_PATTERN, min_length=1),
+        "source": Str(pattern=SOURCE_PATTERN, min_length=1, explain=explain_source),
         "sha256": Str(pattern=r"^[a-fA-F0-9]{64}$"),
         "sourceSecretRef": LOCAL_REF,
         "refreshPolicy": Str(enum=("IfNotPresent", "OnChange"), default="IfNotPresent"),
@@ -75,8 +81,8 @@ SPEC = Object(
             }
         ),
         "resources": Object(fields={"cpu": Quantity(), "memory": Quantity()}),
-        "files": Array(items=Str(min_length=1)),
-        "mmproj": Str(),
+        "files": Array(items=Str(min_length=1, pattern=REPO_FILE_PATTERN, explain=explain_file)),
+        "mmproj": Str(pattern=REPO_FILE_PATTERN, explain=explain_file),
     },
     required=("source",),
 )
@@ -266,27 +272,11 @@ def _memory_errors(data: dict[str, Any]) -> list[str]:
     return []
 
 
-# A repo-relative file of spec.files / spec.mmproj: no glob (there is no repo listing to
-# expand it against: the controller fetches nothing), no "..", no absolute path, and
-# nothing the loader's newline-separated list or its JSON report would have to escape.
-REPO_FILE = re.compile(r"^[\w\-.+=@,]+(/[\w\-.+=@,]+)*$", re.ASCII)
-
-
 def _file_errors(data: dict[str, Any]) -> list[str]:
+    """Each name is checked by its pattern (REPO_FILE_PATTERN); here, the set of them."""
     files = list(data.get("files") or [])
     mmproj = data.get("mmproj")
     errors = []
-    for at, name in [
-        *((f"spec.files[{i}]", f) for i, f in enumerate(files)),
-        ("spec.mmproj", mmproj),
-    ]:
-        if name is None:
-            continue
-        if not REPO_FILE.match(name) or ".." in name.split("/"):
-            errors.append(
-                f"{at}: {name!r}: a repo-relative file path (letters, digits, '-', '_', '.', "
-                "'+', '=', '@', ',' and '/'; no glob, no '..', not absolute)"
-            )
     if mmproj and not files:
         errors.append("spec.mmproj: spec.files must name the primary model file (files[0]) too")
     if (files or mmproj) and not errors:

@@ -21,6 +21,34 @@ from objtypes import Obj
 Errors = list[str]
 
 
+def go_regex(pattern: str) -> re.Pattern[str]:
+    r"""A CRD pattern (Go RE2 syntax, as the apiserver runs it) compiled to match in Python
+    as it does there: `$` is the end of the text (Python's also matches before a final
+    newline, which would let "value\n" through), and \w, \d, \s are ASCII classes."""
+    out: list[str] = []
+    i, in_class = 0, False
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\":
+            out.append(pattern[i : i + 2])
+            i += 2
+            continue
+        if in_class:
+            in_class = ch != "]"
+        elif ch == "[":
+            in_class = True
+            start = i + 1 + (pattern[i + 1 : i + 2] == "^")
+            if pattern[start : start + 1] == "]":  # a leading ']' is a literal
+                out.append(pattern[i : start + 1])
+                i = start + 1
+                continue
+        elif ch == "$":
+            ch = r"\Z"
+        out.append(ch)
+        i += 1
+    return re.compile("".join(out), re.ASCII)
+
+
 class Node:
     description: str = ""
 
@@ -70,6 +98,8 @@ class Str(Node):
     pattern: str | None = None
     default: str | None = None
     min_length: int | None = None
+    # Why a value that misses the pattern is refused (the message says it, not the regex).
+    explain: Callable[[str], str] | None = None
 
     def default_value(self) -> Any:
         return self.default
@@ -95,13 +125,16 @@ class Str(Node):
             errors.append(f"{path}: {value!r} is not one of {', '.join(self.enum)}")
             return None
         if self.pattern and not self._regex.search(value):
-            errors.append(f"{path}: {value!r} does not match {self.pattern}")
+            if self.explain:
+                errors.append(f"{path}: {value!r}: {self.explain(value)}")
+            else:
+                errors.append(f"{path}: {value!r} does not match {self.pattern}")
             return None
         return value
 
     @cached_property
     def _regex(self) -> re.Pattern[str]:
-        return re.compile(self.pattern or "")
+        return go_regex(self.pattern or "")
 
 
 @dataclass(frozen=True)

@@ -9,12 +9,18 @@
 
 Every problem names `spec.source` (or `spec.sourceSecretRef`), so the webhook and the
 reconcilers refuse the same specs with the same words.
+
+A source, and each spec.files / spec.mmproj name, is one value handed on whole (to curl's
+--url, to the runtime's argv, as a path under the loader's folder): it holds no
+whitespace, no control character and no '..'; SOURCE_PATTERN and REPO_FILE_PATTERN say
+so in the CRD (anchored at both ends), text_problem() in words.
 """
 
 from __future__ import annotations
 
 import posixpath
 import re
+import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
 from urllib.parse import quote, urlparse
@@ -29,6 +35,48 @@ QUANT = re.compile(r"^[\w\-.]+$", re.ASCII)
 DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 S3_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$")
 HF_ENDPOINT = "https://huggingface.co"
+
+# Printable ASCII but the space, never '..': one or more of (an optional '.', a non-dot).
+_NON_DOT = r"[\x21-\x2d\x2f-\x7e]"
+_NO_DOTDOT = rf"(\.?{_NON_DOT})+\.?"
+# LLMKube's forms (a scheme URL, an absolute path, a bare org/repo), anchored at both ends.
+SOURCE_PATTERN = (
+    rf"^((https?|hf|pvc|s3|file)://{_NO_DOTDOT}|/{_NO_DOTDOT}|[a-zA-Z0-9](\.?[\w\-/])+\.?)$"
+)
+# A spec.files / spec.mmproj name: '/'-joined names that neither start nor end with '.'
+# and hold no '..' (the loader's own files under the folder start with '.').
+_NAME = r"[A-Za-z0-9_\-+=@,]+(\.[A-Za-z0-9_\-+=@,]+)*"
+REPO_FILE_PATTERN = rf"^{_NAME}(/{_NAME})*$"
+_CHAR_NAMES = {"\n": "a newline", "\r": "a carriage return", "\t": "a tab", " ": "a space"}
+
+
+def text_problem(value: str) -> str | None:
+    """Why a value cannot be handed on as one value, or None: whitespace, a control (or
+    other invisible) character, or '..'."""
+    for at, ch in enumerate(value):
+        if ch.isspace() or unicodedata.category(ch).startswith("C"):
+            name = _CHAR_NAMES.get(ch, f"U+{ord(ch):04X}")
+            return f"holds {name} at offset {at}: whitespace and control characters are not allowed"
+    if ".." in value:
+        return "'..' is not allowed anywhere in it"
+    return None
+
+
+def explain_source(value: str) -> str:
+    """Why a value misses SOURCE_PATTERN, in words."""
+    return text_problem(value) or (
+        "is not a model source: an http(s)://, hf://, pvc://, s3:// or file:// URL, an "
+        "absolute path or an org/repo id, in printable ASCII (percent-encode the rest)"
+    )
+
+
+def explain_file(value: str) -> str:
+    """Why a value misses REPO_FILE_PATTERN, in words."""
+    return text_problem(value) or (
+        "is not a repo-relative file path: names of letters, digits, '-', '_', '.', '+', "
+        "'=', '@' and ',' joined by '/', none starting or ending with '.' (no glob, no "
+        "'..', not absolute)"
+    )
 
 
 @dataclass(frozen=True)
@@ -139,6 +187,16 @@ def _s3(raw: str, rest: str) -> ModelSource:
 @lru_cache(maxsize=1024)
 def parse_source(raw: str) -> ModelSource:
     """The source's kind and parts; raises SourceError (the message, without the field)."""
+    source = _parse(raw)
+    if source.kind in ("url", "hub-file", "s3") and source.filename.startswith("."):
+        raise SourceError(
+            f"the file it names, {source.filename!r}, starts with '.' (the loader keeps its "
+            "own files under those names)"
+        )
+    return source
+
+
+def _parse(raw: str) -> ModelSource:
     scheme, sep, rest = raw.partition("://")
     scheme = scheme.lower() if sep else ""
     if scheme in ("http", "https"):
@@ -159,6 +217,9 @@ def parse_source(raw: str) -> ModelSource:
 
 
 def source_errors(raw: str) -> list[str]:
+    problem = text_problem(raw)
+    if problem:
+        return [f"{FIELD}: {raw!r}: {problem}"]
     try:
         parse_source(raw)
     except SourceError as e:

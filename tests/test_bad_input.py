@@ -91,7 +91,23 @@ BAD_MODELS: list[tuple[str, Any, str]] = [
     (
         "source-pattern",
         {"source": "no spaces allowed"},
-        "spec.source: 'no spaces allowed' does not match",
+        "spec.source: 'no spaces allowed': holds a space at offset 2",
+    ),
+    (  # stored before the CRD's pattern was anchored (issue 27 item 1)
+        "source-newline",
+        {"source": "https://h/x.gguf\nhttps://evil/f ../0123456789abcdef/m.gguf"},
+        "spec.source: 'https://h/x.gguf\\nhttps://evil/f ../0123456789abcdef/m.gguf': "
+        "holds a newline at offset 16",
+    ),
+    (
+        "files-dotdot",
+        {"source": "org/r", "files": ["m.gguf", "../0123456789abcdef/m.gguf"]},
+        "spec.files[1]: '../0123456789abcdef/m.gguf': '..' is not allowed anywhere in it",
+    ),
+    (
+        "mmproj-absolute",
+        {"source": "org/r", "files": ["m.gguf"], "mmproj": "/etc/passwd"},
+        "spec.mmproj: '/etc/passwd': is not a repo-relative file path",
     ),
 ]
 

@@ -3,6 +3,8 @@ Model's status, sha256, prefetch Jobs, files/mmproj and the HF token."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from api import InvalidSpec, parse_inference_service, parse_model
@@ -12,7 +14,9 @@ from controller.resources import DEPLOYMENT, JOB, PERSISTENT_VOLUME_CLAIM
 from controller.resources import MODEL as MODEL_RT
 from objtypes import Obj
 from reconcilers.inferenceservice.workload import pod_spec
+from reconcilers.model.delivery import delivery
 from reconcilers.settings import CacheSettings
+from reconcilers.sources.loader import LOADER_NAME
 from testserver.loader_sim import simulated_sha256
 
 from .conftest import condition, eventually, isvc_yaml
@@ -235,7 +239,8 @@ def test_files_are_refused_where_no_loader_can_stage_them() -> None:
     assert e.value.errors[0].startswith("spec.files: multi-file staging needs")
     s3 = {"source": "s3://bkt/q", "sourceSecretRef": {"name": "c"}, "files": ["a.gguf"]}
     env = {e["name"]: e.get("value") for e in _pod("llamacpp", s3, {})["initContainers"][0]["env"]}
-    assert env["LOADER_FILES"] == "bkt/q/a.gguf a.gguf" and env["LOADER_S3"] == "1"
+    assert env["LOADER_URL_0"] == "bkt/q/a.gguf" and env["LOADER_FILE_0"] == "a.gguf"
+    assert env["LOADER_S3"] == "1"
     with pytest.raises(InvalidSpec) as e:
         parse_model({"source": "org/r", "files": ["../x.gguf", "*.gguf"], "mmproj": "/abs"})
     assert [x.split(":")[0] for x in e.value.errors] == [
@@ -248,3 +253,19 @@ def test_files_are_refused_where_no_loader_can_stage_them() -> None:
     assert e.value.errors == [
         "spec.mmproj: spec.files must name the primary model file (files[0]) too"
     ]
+
+
+def test_a_loader_refusing_its_input_fails_the_model_as_invalid() -> None:
+    """A Model stored before its source was checked never gets a loader (parse_model refuses
+    it); should one run anyway, its BadTarget/BadSource report says so, not DownloadFailed."""
+    spec = parse_model({"source": URL})
+    report = {"cacheKey": spec.cache_key, "error": "BadTarget", "file": "../k/m.gguf"}
+    terminated = {"exitCode": 1, "message": json.dumps(report)}
+    pod = {
+        "status": {
+            "initContainerStatuses": [{"name": LOADER_NAME, "state": {"terminated": terminated}}]
+        }
+    }
+    found = delivery(spec, [pod])
+    assert (found.phase, found.reason) == ("Failed", "InvalidSpec")
+    assert found.message.startswith("the loader refused '../k/m.gguf'")

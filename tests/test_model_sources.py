@@ -17,8 +17,11 @@ from typing import Any
 import pytest
 
 from api import InvalidSpec, parse_inference_service, parse_model, rule_errors
+from api.schema import go_regex
+from api.source import SOURCE_PATTERN
 from app.cli import parse
 from app.controllers import reconcilers
+from controller.errors import ApiError
 from controller.kube import KubeClient
 from controller.manager import Manager, ManagerConfig
 from controller.resources import DEPLOYMENT, INFERENCE_SERVICE, MODEL
@@ -27,6 +30,7 @@ from reconcilers.inferenceservice.workload import pod_spec
 from reconcilers.settings import Settings
 from reconcilers.sources.loader import SCRIPT
 from reconcilers.sources.placement import SourceNotAllowed
+from testserver.schema import _regex as server_regex
 from webhook.admission import verdict
 
 from .conftest import eventually, reapply, wait_condition
@@ -61,7 +65,15 @@ def value(argv: list[str], flag: str) -> str | None:
         ("pvc://claim/../other/m.gguf", "'..' is not allowed"),
         ("file://host/m.gguf", "file:///path/to/model"),
         ("/mnt/models/../../etc/passwd", "'..' is not allowed"),
-        ("hf://org/repo@bad rev", "not a branch, tag or commit"),
+        ("hf://org/repo@bad rev", "holds a space at offset 17"),
+        ("hf://org/repo@v1\n", "holds a newline at offset 16"),
+        ("https://h/x.gguf\nhttps://evil/f ../k/m.gguf", "holds a newline at offset 16"),
+        ("https://h/-K/x.gguf\t", "holds a tab"),
+        ("https://h/\x1b[2Jx.gguf", "holds U+001B at offset 10"),
+        ("https://h/a/../b.gguf", "'..' is not allowed anywhere"),
+        ("https://h/m/.m.gguf.sha256", "starts with '.'"),
+        ("https://h/\u00e9.gguf", "in printable ASCII"),
+        ("hf://org/repo@refs..x", "'..' is not allowed anywhere"),
         ("hf://org--x/repo", "cannot hold '--' or '..'"),
         ("org/repo/extra", "'repo' or 'org/repo'"),
         ("s3://Bucket_X/k", "not an S3 bucket name"),
@@ -73,6 +85,20 @@ def test_a_malformed_source_is_refused_naming_spec_source(source: str, error: st
         parse_model({"source": source})
     message = "; ".join(e.value.errors)
     assert message.startswith(f"spec.source: {source!r}: ") and error in message
+
+
+def test_patterns_match_as_the_apiserver_does() -> None:
+    """Go's regexp (the apiserver's) ends `$` at the end of the text; Python's also matches
+    before a final newline. The controller and the test server match as Go does."""
+    for regex in (go_regex, server_regex):
+        assert regex(SOURCE_PATTERN).search("https://h/x.gguf")
+        assert not regex(SOURCE_PATTERN).search("https://h/x.gguf\n")
+        assert not regex(r"^[a-fA-F0-9]{64}$").search("a" * 64 + "\n")
+        assert not regex(r"^\d+-\d+$").search("\u0661-\u0662")  # \d is ASCII in Go
+        assert regex(r"^[$]+$").search("$$") and regex(r"^[]a]+$").search("]a")
+    with pytest.raises(InvalidSpec) as e:
+        parse_model({"source": "org/r", "sha256": "a" * 64 + "\n"})
+    assert e.value.errors[0].startswith("spec.sha256: ")
 
 
 def test_s3_needs_the_secret_with_its_keys() -> None:
@@ -118,10 +144,8 @@ def test_hf_file_source_is_downloaded_from_the_hub_at_its_revision() -> None:
     p = pod("llamacpp", {"source": "hf://org/repo-GGUF/sub/m-Q4.gguf@v1"})
     assert value(args(p), "--model") == "/models/m-Q4.gguf"
     env = {e["name"]: e.get("value") for e in p["initContainers"][0]["env"]}
-    assert (
-        env["LOADER_FILES"]
-        == "https://huggingface.co/org/repo-GGUF/resolve/v1/sub/m-Q4.gguf m-Q4.gguf"
-    )
+    assert env["LOADER_COUNT"] == "1" and env["LOADER_FILE_0"] == "m-Q4.gguf"
+    assert env["LOADER_URL_0"] == "https://huggingface.co/org/repo-GGUF/resolve/v1/sub/m-Q4.gguf"
 
 
 # -- pvc:// and host paths: volumes, read-only, never hidden --------------------------
@@ -187,18 +211,22 @@ def test_a_source_under_models_is_not_hidden_by_the_loader_volume() -> None:
 
 
 def test_s3_loader_reads_the_secret_through_secret_key_refs() -> None:
-    spec = {"source": "s3://models/q/m f.gguf", "sourceSecretRef": {"name": "creds"}}
+    spec = {"source": "s3://models/q/m,f.gguf", "sourceSecretRef": {"name": "creds"}}
     p = pod("llamacpp", spec)
     init = p["initContainers"][0]
     given = {e["name"]: e.get("value") for e in init["env"]}
-    assert given["LOADER_FILES"] == "models/q/m%20f.gguf m f.gguf"
-    assert given["LOADER_PATH"] == "/models/m f.gguf" and given["LOADER_S3"] == "1"
-    env = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in init["env"] if "valueFrom" in e}
+    assert given["LOADER_URL_0"] == "models/q/m%2Cf.gguf" and given["LOADER_FILE_0"] == "m,f.gguf"
+    assert given["LOADER_PATH"] == "/models/m,f.gguf" and given["LOADER_S3"] == "1"
+    env = {
+        e["name"]: e["valueFrom"]["secretKeyRef"]
+        for e in init["env"]
+        if "secretKeyRef" in e.get("valueFrom", {})
+    }
     assert env["AWS_ACCESS_KEY_ID"] == {"name": "creds", "key": "AWS_ACCESS_KEY_ID"}
     assert env["AWS_SECRET_ACCESS_KEY"] == {"name": "creds", "key": "AWS_SECRET_ACCESS_KEY"}
     for optional in ("AWS_REGION", "AWS_ENDPOINT_URL", "AWS_SESSION_TOKEN"):
         assert env[optional] == {"name": "creds", "key": optional, "optional": True}
-    assert value(args(p), "--model") == "/models/m f.gguf"
+    assert value(args(p), "--model") == "/models/m,f.gguf"
 
 
 def _sigv4_valid(handler: http.server.BaseHTTPRequestHandler, secret: str) -> bool:
@@ -235,7 +263,7 @@ def s3_server() -> Iterator[tuple[str, list[Obj]]]:
             seen.append(
                 {"path": self.path, "ok": ok, "token": self.headers["x-amz-security-token"]}
             )
-            body = b"gguf-bytes" if ok and self.path == "/models/q/m%20f.gguf" else b"denied"
+            body = b"gguf-bytes" if ok and self.path == "/models/q/m%2Cf.gguf" else b"denied"
             self.send_response(200 if body == b"gguf-bytes" else 403)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
@@ -253,7 +281,7 @@ def s3_server() -> Iterator[tuple[str, list[Obj]]]:
 
 
 def _run_s3_loader(tmp: Path, endpoint: str, secret: str) -> subprocess.CompletedProcess[str]:
-    p = pod("llamacpp", {"source": "s3://models/q/m f.gguf", "sourceSecretRef": {"name": "c"}})
+    p = pod("llamacpp", {"source": "s3://models/q/m,f.gguf", "sourceSecretRef": {"name": "c"}})
     sh, flag, script = p["initContainers"][0]["command"]
     assert script == SCRIPT
     given = {e["name"]: e["value"] for e in p["initContainers"][0]["env"] if "value" in e}
@@ -282,8 +310,8 @@ def test_s3_loader_signs_with_sigv4_against_an_s3_endpoint(
     endpoint, seen = s3_server
     done = _run_s3_loader(tmp_path, endpoint, "secret/key+1")
     assert done.returncode == 0, done.stderr
-    assert (tmp_path / "m f.gguf").read_bytes() == b"gguf-bytes"
-    assert seen[0] == {"path": "/models/q/m%20f.gguf", "ok": True, "token": "token-1"}
+    assert (tmp_path / "m,f.gguf").read_bytes() == b"gguf-bytes"
+    assert seen[0] == {"path": "/models/q/m%2Cf.gguf", "ok": True, "token": "token-1"}
 
 
 def test_s3_loader_fails_on_a_wrong_secret(
@@ -292,7 +320,7 @@ def test_s3_loader_fails_on_a_wrong_secret(
     endpoint, seen = s3_server
     done = _run_s3_loader(tmp_path, endpoint, "wrong")
     assert done.returncode != 0
-    assert not (tmp_path / "m f.gguf").exists()
+    assert not (tmp_path / "m,f.gguf").exists()
     assert seen and not any(s["ok"] for s in seen)
 
 
@@ -317,6 +345,55 @@ def test_webhook_refuses_a_revision_llamacpp_cannot_take() -> None:
     assert not allowed and "Model 'm' spec.source: 'hf://unsloth/Q-GGUF@v2'" in message
     vllm = _review("InferenceService", {"modelRef": "m", "runtime": "vllm"})
     assert verdict(vllm, lambda ns, name: model)[0]
+
+
+# Hostile sources and file names (issue 27 items 1 and 2): a newline that would add a line
+# (another URL, a target in another Model's folder, a curl option), '..', a hidden name.
+HOSTILE: list[tuple[Obj, str]] = [
+    ({"source": "https://h/x.gguf\nhttps://evil/f ../0123456789abcdef/m.gguf"}, "spec.source"),
+    ({"source": "https://h/x.gguf\n-K/tmp/evil.cfg y.gguf"}, "spec.source"),
+    ({"source": "https://h/x.gguf\n"}, "spec.source"),
+    ({"source": "hf://org/repo\r"}, "spec.source"),
+    ({"source": "https://h/a/../../b.gguf"}, "spec.source"),
+    ({"source": "s3://bkt/k/../../other/m.gguf", "sourceSecretRef": {"name": "c"}}, "spec.source"),
+    ({"source": "org/r", "files": ["m.gguf", "../0123456789abcdef/m.gguf"]}, "spec.files[1]"),
+    ({"source": "org/r", "files": ["m.gguf", ".m.gguf.sha256"]}, "spec.files[1]"),
+    ({"source": "org/r", "files": ["m.gguf\nx"]}, "spec.files[0]"),
+    ({"source": "org/r", "files": ["m.gguf"], "mmproj": "/etc/passwd"}, "spec.mmproj"),
+]
+
+
+@pytest.mark.parametrize(("spec", "field"), HOSTILE)
+def test_webhook_and_reconcile_refuse_a_hostile_source_naming_the_field(
+    spec: Obj, field: str
+) -> None:
+    allowed, message = verdict(_review("Model", spec))
+    assert not allowed and message.startswith(f"{field}: "), message
+    with pytest.raises(InvalidSpec) as e:
+        parse_model(spec)
+    assert e.value.errors[0].startswith(f"{field}: ")
+
+
+async def test_the_crd_refuses_a_hostile_source_without_the_webhook(kube: KubeClient) -> None:
+    for i, (spec, field) in enumerate(HOSTILE):
+        model = {
+            "apiVersion": "inference.llmkube.dev/v1alpha1",
+            "kind": "Model",
+            "metadata": {"name": f"hostile-{i}", "namespace": "default"},
+            "spec": spec,
+        }
+        with pytest.raises(ApiError) as e:
+            await kube.create(MODEL, model)
+        assert e.value.status == 422 and field in e.value.message, (spec, e.value.message)
+    # Sources as LLMKube's samples write them are admitted.
+    for i, source in enumerate(["https://h/m/x.gguf?download=true", "hf://org/r@refs/pr/1"]):
+        ok: Obj = {
+            "apiVersion": "inference.llmkube.dev/v1alpha1",
+            "kind": "Model",
+            "metadata": {"name": f"ok-{i}", "namespace": "default"},
+            "spec": {"source": source},
+        }
+        await kube.create(MODEL, ok)
 
 
 def test_cli_takes_comma_separated_absolute_roots() -> None:

@@ -355,7 +355,12 @@ def _loader(tmp: Path) -> tuple[list[str], Path, Path]:
         (bin_dir / name).chmod(stat.S_IRWXU)
     local = tmp / Path(given["LOADER_PATH"]).name
     # The loader's inputs are its env: the pod's, with the directory moved under tmp.
-    env = {**given, "LOADER_DIR": str(tmp), "LOADER_TERMINATION_LOG": str(tmp / "message")}
+    env = {
+        **given,
+        "LOADER_DIR": str(tmp),
+        "LOADER_TERMINATION_LOG": str(tmp / "message"),
+        "LOADER_POD_UID": "pod-1",  # the downward API's metadata.uid
+    }
     return ["env", *(f"{k}={v}" for k, v in env.items()), sh, flag, script], local, bin_dir
 
 
@@ -382,14 +387,15 @@ def test_11_loader_rerun_keeps_the_file_and_exits_0(tmp_path: Path) -> None:
 def test_11_loader_resumes_or_replaces_a_partial_download(tmp_path: Path) -> None:
     cmd, local, bin_dir = _loader(tmp_path)
     log = tmp_path / "log"
-    Path(f"{local}.part").write_text("par")
+    part = local.parent / f".{local.name}.pod-1.part"  # this pod's part
+    part.write_text("par")
     assert _run(cmd, bin_dir, log).returncode == 0
     assert local.read_text() == "partial" and "-C -" in log.read_text()
     local.unlink()
-    Path(f"{local}.part").write_text("garbage")
+    part.write_text("garbage")
     assert _run(cmd, bin_dir, log, FAIL_RESUME="1").returncode == 0
     assert local.read_text() == "weights"
-    assert not Path(f"{local}.part").exists()
+    assert not part.exists()
 
 
 # 5 (continued): the GPUs a pod gets are what its claims ask for; every parallel axis counts.

@@ -63,8 +63,8 @@ def run_loader(volumes: Volumes, pod: Obj, container: Obj) -> tuple[int, Obj]:
     staged: list[str] = []
     downloaded: list[str] = []
     primary = ("", 0)
-    for i, line in enumerate(x for x in env.get("LOADER_FILES", "").splitlines() if x):
-        url, rel = line.split(" ", 1)
+    for i in range(int(env.get("LOADER_COUNT") or 0)):
+        url, rel = env.get(f"LOADER_URL_{i}", ""), env.get(f"LOADER_FILE_{i}", "")
         path = f"{env.get('LOADER_DIR', '/models')}/{rel}"
         if path not in files:
             volumes.downloads.append(url)

@@ -142,7 +142,30 @@ def _type_ok(value: Any, type_: str) -> bool:
 
 @lru_cache(maxsize=1024)
 def _regex(pattern: str) -> re.Pattern[str]:
-    return re.compile(pattern)
+    r"""The pattern as kube-apiserver runs it (Go's regexp): `$` is the end of the text,
+    never "before a final newline" as in Python, and \w, \d, \s are ASCII classes."""
+    out: list[str] = []
+    i, in_class = 0, False
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\":
+            out.append(pattern[i : i + 2])
+            i += 2
+            continue
+        if in_class:
+            in_class = ch != "]"
+        elif ch == "[":
+            in_class = True
+            start = i + 1 + (pattern[i + 1 : i + 2] == "^")
+            if pattern[start : start + 1] == "]":  # a leading ']' is a literal
+                out.append(pattern[i : start + 1])
+                i = start + 1
+                continue
+        elif ch == "$":
+            ch = r"\Z"
+        out.append(ch)
+        i += 1
+    return re.compile("".join(out), re.ASCII)
 
 
 class Validator:

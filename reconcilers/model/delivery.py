@@ -104,6 +104,14 @@ def _failed(msg: Obj) -> Delivery:
             f"{msg.get('expected')}; the file was not used",
             {"cacheKey": str(msg.get("cacheKey") or "")},
         )
+    if msg.get("error") in ("BadSource", "BadTarget"):  # what parse_model lets through never is
+        return Delivery(
+            "Failed",
+            c.INVALID_SPEC,
+            f"the loader refused {file!r}: it takes one http(s) URL per file, and a file "
+            "inside the Model's folder (relative, no '..', no name starting with '.')",
+            {"cacheKey": str(msg.get("cacheKey") or "")},
+        )
     return Delivery(
         "Failed",
         c.DOWNLOAD_FAILED,

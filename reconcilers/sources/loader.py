@@ -3,15 +3,26 @@
 It downloads each file of the Model (one file for http(s), hf://org/repo/file and s3
 sources; spec.files plus spec.mmproj for a multi-file Model) into its directory: the
 operator's cache PVC under /models/<cacheKey>/, or the pod's emptyDir /models. Every
-input reaches the script through env, never spliced into it.
+input reaches the script through env, never spliced into it, and one value per item:
+LOADER_URL_<i> and LOADER_FILE_<i> for i below LOADER_COUNT (nothing is split or parsed
+out of a value). The controller computes each target; the script refuses one that is
+absolute, holds '..' or a control character, or names a hidden (its own) file, and a URL
+that is not one http(s) URL (BadTarget, BadSource).
 
-- A file is written as `<file>.part` (resumed with `curl -C -`, fetched again when the
-  server cannot resume) and renamed into place only once complete and verified; its
-  sha256 is kept next to it (`.<file>.sha256`), so a replica or restart that finds the
-  file in the cache reuses it without reading it again.
-- spec.sha256 is checked on the primary file (files[0]): on a mismatch the part is
-  removed, nothing is renamed into place, and the loader exits 1 (the runtime never
-  starts on that file). A cached file whose recorded digest differs fails the same way.
+- curl runs with -q (no ~/.curlrc), `--proto =https,http --proto-redir =https` (no other
+  protocol, no redirect to plain http) and the URL after --url (never an option).
+- A file is written to this pod's own part (`.<file>.<pod uid>.part`: a restarted loader
+  resumes it with `curl -C -`; no other loader touches it), verified, and published with
+  a hard link, which fails if the file is there: the first complete copy wins, a later
+  loader discards its own and uses it (a volume without hard links: the last rename).
+  Parts untouched for a day (a killed loader's) are removed.
+- Its sha256 is kept next to it (`.<file>.sha256`: the digest, then the file's inode,
+  size and mtime), so a replica that finds the file reuses the digest without reading the
+  file, as long as it is of that very file; otherwise the file is hashed again.
+- spec.sha256 pins the primary file (files[0]): a download that differs is removed and
+  the loader exits 1 (the runtime never starts on it); a cached primary file is hashed
+  again on every start, and one that differs is downloaded again (and replaced only by a
+  copy that matches). files[1:] and mmproj have no digest to check.
 - refreshPolicy OnChange: a cached file is revalidated with a conditional GET on the
   ETag saved at download (curl --etag-compare); 304 keeps it, 200 replaces it; if the
   source is unreachable the cached copy is kept (LLMKube's behaviour).
@@ -51,95 +62,159 @@ S3_KEYS = (
 SCRIPT = r"""set -eu
 log="${LOADER_TERMINATION_LOG:-/dev/termination-log}"
 dir="$LOADER_DIR"
-esc() { printf '%s' "$1" | sed 's/\\/\\\\/g; s/"/\\"/g'; }
+esc() { printf '%s' "$1" | tr '\001-\037\177' '?' | sed 's/\\/\\\\/g; s/"/\\"/g'; }
 fail() {  # $1 reason, $2 file, $3 extra JSON members
   printf '{"cacheKey":"%s","error":"%s","file":"%s"%s}' \
     "$LOADER_CACHE_KEY" "$1" "$(esc "$2")" "${3:-}" >"$log"
   echo "ERROR: $1: $2" >&2
   exit 1
 }
+case "$dir" in /*) ;; *) fail BadTarget "$dir" ;; esac
+case "$dir" in *..*) fail BadTarget "$dir" ;; esac
+case "${LOADER_COUNT:-}" in '' | *[!0-9]*) fail BadInput LOADER_COUNT ;; esac
+# This pod's name for its temporary files: a restarted loader resumes its own part, and
+# no other pod (replica, prefetch Job) ever writes to it.
+me="$(printf '%s' "${LOADER_POD_UID:-$(hostname)}" | tr -c 'A-Za-z0-9-' '_')"
+[ -n "$me" ] || me=pod
+plain() { [ "$(printf '%s' "$1" | tr -d '\001-\040\177')" = "$1" ]; }  # no space, no control
 if [ -n "${LOADER_S3:-}" ]; then
   region="${AWS_REGION:-us-east-1}"
   endpoint="${AWS_ENDPOINT_URL:-https://s3.$region.amazonaws.com}"
+  case "$endpoint" in http://* | https://*) ;; *) fail BadSource AWS_ENDPOINT_URL ;; esac
+  plain "$endpoint" || fail BadSource AWS_ENDPOINT_URL
 fi
-fetch() {  # $1 URL (s3: bucket/key), then curl options
+get() {  # no ~/.curlrc; http(s) only, and a redirect only to https
+  curl -q --proto =https,http --proto-redir =https -fL --retry 5 "$@"
+}
+fetch() {  # $1 URL (s3: bucket/key), then curl options; the URL is never an option
   url="$1"; shift
   if [ -n "${LOADER_S3:-}" ]; then
     if [ -n "${AWS_SESSION_TOKEN:-}" ]; then
       set -- "$@" -H "x-amz-security-token: $AWS_SESSION_TOKEN"
     fi
-    curl -fL --retry 5 --aws-sigv4 "aws:amz:$region:s3" \
-      --user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY" "$@" "${endpoint%/}/$url"
+    get --aws-sigv4 "aws:amz:$region:s3" \
+      --user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY" "$@" --url "${endpoint%/}/$url"
   elif [ -n "${LOADER_HF_AUTH:-}" ] && [ -n "${HF_TOKEN:-}" ]; then
-    curl -fL --retry 5 -H "Authorization: Bearer ${HF_TOKEN}" "$@" "$url"
+    get -H "Authorization: Bearer ${HF_TOKEN}" "$@" --url "$url"
   else
-    curl -fL --retry 5 "$@" "$url"
+    get "$@" --url "$url"
   fi
 }
-download() {  # $1 URL, $2 destination, $3 where the ETag goes; resumes an earlier part
-  if ! fetch "$1" -C - -o "$2.part" --etag-save "$3"; then
+download() {  # $1 URL, $2 this pod's part, $3 where the ETag goes; resumes the part
+  if ! fetch "$1" -C - -o "$2" --etag-save "$3"; then
     echo "resume failed, downloading again"
-    rm -f "$2.part"
-    fetch "$1" -o "$2.part" --etag-save "$3" || return 1
+    rm -f "$2"
+    fetch "$1" -o "$2" --etag-save "$3" || return 1
   fi
 }
-staged=""; downloaded=""; first=1; primary_sum=""; primary_size=""; source_etag=""
-while IFS=' ' read -r url rel; do
-  [ -n "$rel" ] || continue
+digest() { sha256sum "$1" | cut -d' ' -f1; }
+stamp() { stat -c '%i:%s:%Y' "$1"; }  # inode, size, mtime: which file a digest is of
+record() {  # $1 file, $2 its sidecar, $3 its sha256
+  printf '%s %s\n' "$3" "$(stamp "$1")" >"$2.$me"
+  mv -f "$2.$me" "$2"
+}
+recorded() {  # $1 file, $2 sidecar: the digest recorded for this very file, else hashed now
+  rec=""; at=""
+  if [ -s "$2" ]; then read -r rec at <"$2" || true; fi
+  if [ -n "$rec" ] && [ "$at" = "$(stamp "$1")" ]; then
+    printf '%s' "$rec"
+  else
+    rec="$(digest "$1")"; record "$1" "$2" "$rec"; printf '%s' "$rec"
+  fi
+}
+mismatch() {  # $1 file, $2 actual digest
+  fail Sha256Mismatch "$1" ",\"expected\":\"$LOADER_SHA256\",\"actual\":\"$2\""
+}
+staged=""; downloaded=""; primary_sum=""; primary_size=""; source_etag=""
+i=0
+while [ "$i" -lt "$LOADER_COUNT" ]; do
+  eval "url=\${LOADER_URL_$i:-}; rel=\${LOADER_FILE_$i:-}"
+  # One http(s) URL (s3: bucket/key under the endpoint), never an option or two URLs.
+  if [ -z "${LOADER_S3:-}" ]; then
+    case "$url" in http://?* | https://?*) ;; *) fail BadSource "$url" ;; esac
+  fi
+  [ -n "$url" ] && plain "$url" || fail BadSource "$url"
+  # The target stays inside $dir: relative, no '..', no hidden (the loader's own) names.
+  case "$rel" in '' | /* | .* | */.* | *..* | *//* | */) fail BadTarget "$rel" ;; esac
+  [ "$(printf '%s' "$rel" | tr -d '\001-\037\177')" = "$rel" ] || fail BadTarget "$rel"
   dest="$dir/$rel"
-  mark="$(dirname "$dest")/.$(basename "$dest")"
-  mkdir -p "$(dirname "$dest")"
-  fresh=1
-  if [ -s "$dest" ] && [ -s "$mark.sha256" ]; then
+  d="${dest%/*}"; b="${dest##*/}"
+  mark="$d/.$b"; part="$mark.$me.part"; etag_new="$mark.$me.etag"
+  mkdir -p "$d"
+  [ ! -d "$dest" ] || fail BadTarget "$rel"
+  pin=""
+  if [ "$i" = 0 ]; then pin="${LOADER_SHA256:-}"; fi
+  fresh=1; replace=0; sum=""
+  if [ -s "$dest" ]; then
     fresh=0
     if [ "${LOADER_REFRESH:-}" = OnChange ] && [ -s "$mark.etag" ]; then
-      rm -f "$dest.part"
+      rm -f "$part"
       if code="$(fetch "$url" -s -w '%{http_code}' --etag-compare "$mark.etag" \
-          --etag-save "$mark.etag.new" -o "$dest.part")"; then
-        if [ "$code" = 200 ] && [ -e "$dest.part" ]; then
-          echo "changed upstream: $rel"; fresh=2
+          --etag-save "$etag_new" -o "$part")"; then
+        if [ "$code" = 200 ] && [ -e "$part" ]; then
+          echo "changed upstream: $rel"; fresh=2; replace=1
         else
-          echo "unchanged upstream: $rel"; rm -f "$dest.part" "$mark.etag.new"
+          echo "unchanged upstream: $rel"; rm -f "$part" "$etag_new"
         fi
       else
-        echo "revalidation failed, keeping the cached $rel"; rm -f "$dest.part" "$mark.etag.new"
+        echo "revalidation failed, keeping the cached $rel"; rm -f "$part" "$etag_new"
       fi
     else
       echo "cached: $rel"
     fi
+    if [ "$fresh" = 0 ] && [ -n "$pin" ]; then  # a pinned file is hashed, never trusted
+      sum="$(digest "$dest")"
+      if [ "$sum" != "$pin" ]; then
+        echo "the cached $rel has sha256 $sum, not spec.sha256: downloading it again"
+        fresh=1; replace=1; sum=""
+      fi
+    fi
   fi
   if [ "$fresh" = 1 ]; then
     echo "downloading $rel"
-    download "$url" "$dest" "$mark.etag.new" || fail DownloadFailed "$rel"
+    download "$url" "$part" "$etag_new" || fail DownloadFailed "$rel"
   fi
   if [ "$fresh" != 0 ]; then
-    sum="$(sha256sum "$dest.part" | cut -d' ' -f1)"
-    if [ "$first" = 1 ] && [ -n "${LOADER_SHA256:-}" ] && [ "$sum" != "$LOADER_SHA256" ]; then
-      rm -f "$dest.part" "$mark.etag.new"
-      fail Sha256Mismatch "$rel" ",\"expected\":\"$LOADER_SHA256\",\"actual\":\"$sum\""
+    got="$(digest "$part")"
+    if [ -n "$pin" ] && [ "$got" != "$pin" ]; then
+      rm -f "$part" "$etag_new"
+      mismatch "$rel" "$got"
     fi
-    mv "$dest.part" "$dest"
-    printf '%s\n' "$sum" >"$mark.sha256"
-    if [ -s "$mark.etag.new" ]; then
-      mv "$mark.etag.new" "$mark.etag"
+    # Publish: a replacement renames over the file; a first copy is linked into place,
+    # and the first complete copy wins (another loader may have linked its own first).
+    published=1
+    if [ "$replace" = 1 ]; then
+      mv -f "$part" "$dest"
+    elif ln "$part" "$dest" 2>/dev/null; then
+      rm -f "$part"
+    elif [ ! -e "$dest" ]; then
+      mv -f "$part" "$dest"  # a volume without hard links: the last rename wins
+    elif [ -n "$pin" ] && [ "$(digest "$dest")" != "$pin" ]; then
+      mv -f "$part" "$dest"  # theirs is not the pinned file, ours is
     else
-      rm -f "$mark.etag.new"
+      echo "another loader staged $rel first: using it"
+      rm -f "$part" "$etag_new"; published=0
+    fi
+    if [ "$published" = 1 ]; then
+      sum="$got"
+      record "$dest" "$mark.sha256" "$sum"
+      if [ -s "$etag_new" ]; then mv -f "$etag_new" "$mark.etag"; else rm -f "$etag_new"; fi
     fi
     downloaded="$downloaded${downloaded:+,}\"$(esc "$rel")\""
   fi
-  sum="$(cat "$mark.sha256")"
-  if [ "$first" = 1 ]; then
-    if [ -n "${LOADER_SHA256:-}" ] && [ "$sum" != "$LOADER_SHA256" ]; then
-      fail Sha256Mismatch "$rel" ",\"expected\":\"$LOADER_SHA256\",\"actual\":\"$sum\""
-    fi
+  [ -n "$sum" ] || sum="$(recorded "$dest" "$mark.sha256")"
+  if [ -n "$pin" ] && [ "$sum" != "$pin" ]; then mismatch "$rel" "$sum"; fi
+  if [ "$i" = 0 ]; then
     primary_sum="$sum"; primary_size="$(wc -c <"$dest" | tr -d ' ')"
     if [ -s "$mark.etag" ]; then source_etag="$(esc "$(cat "$mark.etag")")"; fi
   fi
-  first=0
+  # Parts a killed loader left a day ago (a live download keeps its part's mtime fresh).
+  find "$d" -maxdepth 1 -type f -name '.*.part' -mmin +1440 | while IFS= read -r old; do
+    rm -f "$old"
+  done
   staged="$staged${staged:+,}\"$(esc "$rel")\""
-done <<EOF
-$LOADER_FILES
-EOF
+  i=$((i + 1))
+done
 printf '{"cacheKey":"%s","path":"%s","size":"%s","sha256":"%s",%s}' \
   "$LOADER_CACHE_KEY" "$(esc "$LOADER_PATH")" "$primary_size" "$primary_sum" \
   "\"stagedFiles\":[$staged],\"downloaded\":[$downloaded],\"sourceETag\":\"$source_etag\"" \
@@ -264,9 +339,16 @@ def loader_for(
         {"name": "LOADER_DIR", "value": directory},
         {"name": "LOADER_PATH", "value": path},
         {"name": "LOADER_CACHE_KEY", "value": model.cache_key},
-        # "<URL> <file>" lines: a URL holds no space (quoted), a file name may.
-        {"name": "LOADER_FILES", "value": "\n".join(f"{url} {rel}" for rel, url in entries)},
+        # Names this pod's temporary files (a restarted loader resumes its own part).
+        {"name": "LOADER_POD_UID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}},
+        # One value per URL and per target: nothing is split, nothing parsed out of them.
+        {"name": "LOADER_COUNT", "value": str(len(entries))},
     ]
+    for i, (rel, url) in enumerate(entries):
+        env += [
+            {"name": f"LOADER_URL_{i}", "value": url},
+            {"name": f"LOADER_FILE_{i}", "value": rel},
+        ]
     if model.sha256:
         env.append({"name": "LOADER_SHA256", "value": model.sha256})
     if model.refresh_policy == "OnChange":
