@@ -9,6 +9,7 @@ trying again later may fix.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import aiohttp
 
@@ -21,13 +22,19 @@ class ApiError(Exception):
     """A non-2xx answer from the apiserver, with its Status reason and message."""
 
     def __init__(
-        self, status: int, reason: str, message: str, retry_after: float | None = None
+        self,
+        status: int,
+        reason: str,
+        message: str,
+        retry_after: float | None = None,
+        causes: tuple[str, ...] = (),
     ) -> None:
         super().__init__(f"{status} {reason}: {message}")
         self.status = status
         self.reason = reason
         self.message = message
         self.retry_after = retry_after
+        self.causes = causes  # the Status's details.causes[].reason (metav1.CauseType)
 
     @property
     def not_found(self) -> bool:
@@ -96,10 +103,24 @@ def error_from(status: int, text: str, retry_after: float | None = None) -> ApiE
         body = json.loads(text)
         if not isinstance(body, dict):
             raise ValueError("not a Status")
-        reason, message = str(body.get("reason", "")), str(body.get("message", text))
     except (ValueError, RecursionError):
-        reason, message = "", text[:500]
-    return cls(status, reason, message, retry_after)
+        return cls(status, "", text[:500], retry_after)
+    return cls(
+        status,
+        str(body.get("reason", "")),
+        str(body.get("message", text)),
+        retry_after,
+        status_causes(body),
+    )
+
+
+def status_causes(status: dict[str, Any]) -> tuple[str, ...]:
+    """The cause types (details.causes[].reason) of a metav1.Status, as sent."""
+    details = status.get("details")
+    causes = details.get("causes") if isinstance(details, dict) else None
+    if not isinstance(causes, list):
+        return ()
+    return tuple(str(c["reason"]) for c in causes if isinstance(c, dict) and "reason" in c)
 
 
 # What a request can end with that trying again later may fix: the server's answers

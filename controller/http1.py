@@ -8,11 +8,11 @@ read whole. This module does only that, on asyncio protocols, with llhttp (httpt
 the parser of aiohttp's speedups and uvicorn) reading the answers; watches (long
 streams) stay on aiohttp.
 
-Failures surface as aiohttp's exception types (ClientOSError for a connection that
-could not be made, ServerDisconnectedError for one that closed mid-answer) so callers
-handle both transports alike. As Go's net/http and aiohttp do, a request that finds its
-kept-alive connection closed under it is sent again on a new connection only when its
-method is idempotent.
+Failures surface as aiohttp's exception types (ClientOSError, as its subclass
+ConnectFailed, for a connection that could not be made; ServerDisconnectedError for one
+that closed mid-answer) so callers handle both transports alike. As Go's net/http and
+aiohttp do, a request that finds its kept-alive connection closed under it is sent again
+on a new connection only when its method is idempotent.
 """
 
 from __future__ import annotations
@@ -24,6 +24,12 @@ from dataclasses import dataclass
 
 import aiohttp
 import httptools
+
+
+class ConnectFailed(aiohttp.ClientOSError):
+    """No connection to the server could be made (refused, unreachable, the proxy's
+    CONNECT or the TLS handshake failed): nothing was sent."""
+
 
 IDEMPOTENT = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
 # Status line + headers (or a chunk-size line, or trailers); the apiserver sends a few
@@ -364,7 +370,7 @@ class ConnectionPool:
                 server_hostname=self.server_hostname if self.ssl_context else None,
             )
         except OSError as e:
-            raise aiohttp.ClientOSError(
+            raise ConnectFailed(
                 e.errno, f"cannot connect to {self.host}:{self.port}: {e.strerror or e}"
             ) from e
         self.opened += 1
@@ -380,7 +386,7 @@ class ConnectionPool:
                 _TunnelHandshake, tunnel.host, tunnel.port
             )
         except OSError as e:
-            raise aiohttp.ClientOSError(e.errno, f"cannot connect to {where}: {e}") from e
+            raise ConnectFailed(e.errno, f"cannot connect to {where}: {e}") from e
         try:
             authority = (
                 f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
@@ -394,11 +400,11 @@ class ConnectionPool:
             try:
                 head = await handshake.head
             except (OSError, ValueError) as e:
-                raise aiohttp.ClientOSError(None, f"cannot connect to {where}: {e}") from e
+                raise ConnectFailed(None, f"cannot connect to {where}: {e}") from e
             status_line = head.split(b"\r\n", 1)[0].decode("latin-1")
             version, _, rest = status_line.partition(" ")
             if not version.startswith("HTTP/1.") or not rest.startswith("200"):
-                raise aiohttp.ClientOSError(
+                raise ConnectFailed(
                     None, f"cannot connect to {where}: the proxy answered {status_line[:100]!r}"
                 )
             conn = _Connection()
@@ -407,7 +413,7 @@ class ConnectionPool:
                     transport, conn, self.ssl_context, server_hostname=self.server_hostname
                 )
             except OSError as e:
-                raise aiohttp.ClientOSError(e.errno, f"cannot connect to {where}: {e}") from e
+                raise ConnectFailed(e.errno, f"cannot connect to {where}: {e}") from e
             assert tls is not None
             conn.connection_made(tls)
         except BaseException:

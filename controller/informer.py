@@ -6,8 +6,20 @@ The loop is the one client-go's reflector runs:
   3. when the stream ends or breaks, resume watching from the last resourceVersion seen
      (bookmarks advance it without carrying an object), with backoff on errors,
   4. when the apiserver answers 410 Gone, that resourceVersion is compacted away: relist,
-  5. when the server's resourceVersions go backwards (an apiserver restarted on empty or
-     restored storage), the cache describes another server: relist, dropping ghosts.
+  5. when the server has not reached the resourceVersion we hold (an apiserver restarted
+     on empty or restored storage: its resourceVersions started over), the cache
+     describes another server: relist, dropping ghosts (a DELETED event each).
+
+Step 5 cannot wait for the server to say so: kube-apiserver accepts a watch from a
+resourceVersion it has not reached and stays silent until it gets there, sending
+nothing at or below it (and client-go's reflector resumes such a watch, missing every
+object created since the restore). So, after a watch broke because the network or the
+server went away, the informer asks before resuming: a one-item list from last_rv
+(resourceVersionMatch=NotOlderThan), which kube-apiserver refuses with 504
+"Too large resource version" when it is behind. A restored server may already have
+passed last_rv by then (busy, or the reconnect came late); where the server could not
+be reached at all, the informer therefore relists instead of resuming. A stream cut
+while the server stays reachable resumes without a list (client-go's behaviour).
 
 Nothing an object or a handler does can end the loop: a handler that raises is logged
 with the object's key and counted, a line that cannot be decoded is skipped the same
@@ -33,7 +45,8 @@ from metrics.informer import InformerMetrics
 from objtypes import Obj
 
 from .clock import REAL, Clock
-from .errors import ApiError, Gone
+from .errors import ApiError, Gone, status_causes
+from .http1 import ConnectFailed
 from .kube import INVALID, KubeClient
 from .resources import ResourceType, object_key
 
@@ -229,7 +242,8 @@ class Informer:
         self.handler_errors = 0
         self.decode_errors = 0
         self.restarts = 0
-        self.resets = 0  # relists because the server's resourceVersions went backwards
+        self.resets = 0  # relists because the server had not reached our resourceVersion
+        self.probes = 0  # asked the server whether it reached last_rv (after a broken watch)
         self.failure: str | None = None  # the last unexpected error, until the loop recovers
         self.metrics = metrics
         if metrics:
@@ -282,27 +296,30 @@ class Informer:
     async def _run(self) -> None:
         backoff = self.min_backoff
         need_list, reason = True, "initial" if not self.lists else "restart"
+        verify = False  # the last watch broke: ask the server before resuming from last_rv
         while True:
             try:
                 if need_list:
                     self._relisting(reason)
                     await self._list()
-                    need_list = False
+                    need_list = verify = False
                     self.failure = None
+                elif verify:
+                    await self._verify()
+                    verify = False
                 await self._watch()
                 backoff = self.min_backoff  # a stream that ended cleanly: resume at once
             except _Expired:
                 self.log.info("resourceVersion expired, relisting", rv=self.last_rv)
                 need_list, reason = True, "expired"
-            except _ServerReset:
-                self.resets += 1
-                self.log.warning("server resourceVersions went backwards, relisting")
+            except _ServerReset as e:
+                self._server_reset(str(e))
                 need_list, reason = True, "server_reset"
             except Gone:
                 need_list, reason = True, "expired"
             except ApiError as e:
-                if _too_large(e):  # asked for an RV this server has not reached: restarted
-                    self.resets += 1
+                if _too_large(e):  # asked for an RV this server has not reached: restored
+                    self._server_reset(e.message)
                     need_list, reason = True, "server_reset"
                     continue
                 self.log.warning("watch failed", status=e.status, error=e.message)
@@ -310,9 +327,41 @@ class Informer:
                 backoff = await self._sleep(backoff, at_least=wait)
             except (aiohttp.ClientError, TimeoutError, ConnectionError, ValueError) as e:
                 self.log.warning("watch connection lost", error=repr(e), rv=self.last_rv)
+                if need_list:
+                    pass  # the list is still to come, whatever went wrong
+                elif _unreachable(e):
+                    # What answers next may be another server (restored storage) whose
+                    # resourceVersions have already passed ours: only a list can tell.
+                    self.log.info("server unreachable, will relist", rv=self.last_rv)
+                    need_list, reason = True, "unreachable"
+                else:
+                    verify = bool(self.last_rv)
                 if self._progress:  # it was working: a dropped link, not a failing server
                     backoff = self.min_backoff
                 backoff = await self._sleep(backoff)
+
+    def _server_reset(self, why: str) -> None:
+        self.resets += 1
+        self.log.warning(
+            "server has not reached our resourceVersion (restored or restarted on older "
+            "storage), relisting",
+            rv=self.last_rv,
+            reason=why,
+        )
+
+    async def _verify(self) -> None:
+        """Raise _ServerReset unless the server has reached last_rv.
+
+        kube-apiserver refuses the read with 504 "Too large resource version" (raised
+        here as ApiError, which the loop reads as a reset too); a server that answers
+        anyway is caught by the resourceVersion it answers with.
+        """
+        self.probes += 1
+        rv = await self.client.reached(
+            self.rt, self.last_rv, self.namespace, label_selector=self.label_selector
+        )
+        if _went_backwards(rv, self.last_rv):
+            raise _ServerReset(f"listed at {rv}, below {self.last_rv}")
 
     async def _sleep(self, backoff: float, at_least: float = 0.0) -> float:
         await self.clock.sleep(max(at_least, backoff * (0.5 + self.jitter() / 2)))
@@ -364,7 +413,7 @@ class Informer:
                 continue
             rv = resource_version(obj)
             if rv and _went_backwards(rv, self.last_rv):
-                raise _ServerReset()
+                raise _ServerReset(f"{type_} event at {rv}, below {self.last_rv}")
             if type_ == "ERROR":
                 if obj.get("code") == 410:
                     raise _Expired()
@@ -372,6 +421,7 @@ class Informer:
                     int(obj.get("code") or 500),
                     str(obj.get("reason", "")),
                     str(obj.get("message", "watch error")),
+                    causes=status_causes(obj),
                 )
             if type_ == "BOOKMARK":
                 self.last_rv = rv or self.last_rv
@@ -387,5 +437,16 @@ class Informer:
 
 
 def _too_large(e: ApiError) -> bool:
-    """The apiserver's answer to a watch from a resourceVersion it has not reached yet."""
-    return e.status in (500, 504) and "too large resource version" in e.message.lower()
+    """kube-apiserver's answer to a read from a resourceVersion it has not reached: the
+    cause ResourceVersionTooLarge, or (servers before 1.17) a message saying so, as
+    client-go's reflector reads it."""
+    return "ResourceVersionTooLarge" in e.causes or (
+        e.status in (500, 504) and "too large resource version" in e.message.lower()
+    )
+
+
+def _unreachable(e: BaseException) -> bool:
+    """No connection could be made (refused, no route, name not found): aiohttp's
+    ClientConnectorError (watches) or the lean transport's ConnectFailed (lists). A
+    connection reset or cut mid-answer is not that: the server was there."""
+    return isinstance(e, (aiohttp.ClientConnectorError, ConnectFailed))

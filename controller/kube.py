@@ -59,6 +59,33 @@ class KubeClient(Transport):
                 return items, str(meta.get("resourceVersion", ""))
             query["continue"] = token
 
+    async def reached(
+        self,
+        rt: ResourceType,
+        resource_version: str,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+    ) -> str:
+        """The server's resourceVersion, read with the cheapest list that asks for at
+        least resource_version (resourceVersionMatch=NotOlderThan, one item).
+
+        kube-apiserver reads a paginated list from etcd and, where etcd's revision is
+        older than the one asked for (etcd restored from a backup), answers 504 Timeout
+        with the cause ResourceVersionTooLarge (ApiError.causes), at once.
+        """
+        query = {
+            "limit": "1",
+            "resourceVersion": resource_version,
+            "resourceVersionMatch": "NotOlderThan",
+        }
+        if label_selector:
+            query["labelSelector"] = label_selector
+        # The item is not read: one too deep to decode is left out, not an error.
+        page = await self._list_page(rt.collection_path(namespace), query, lambda _: None)
+        meta = page.get("metadata") or {}
+        return str(meta.get("resourceVersion", ""))
+
     async def _list_page(
         self,
         path: str,

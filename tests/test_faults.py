@@ -7,24 +7,29 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from app.manifests import EXAMPLES, apply_text
+from app.manifests import EXAMPLES, apply_text, install_crds
 from controller.errors import TooManyRequests
 from controller.kube import KubeClient
 from controller.manager import Manager
-from controller.resources import DEPLOYMENT, INFERENCE_SERVICE, MODEL
+from controller.resources import DEPLOYMENT, GPU_QUOTA, INFERENCE_SERVICE, MODEL
 from controller.transport import Throttle
+from objtypes import Obj
 from testserver.process import ApiServerProcess
 
 from .conftest import (
     DRA_CLUSTER_YAML,
+    TWO_GPU_CLAIMS,
     eventually,
+    gpu_template,
     manager_for,
     model_yaml,
+    quota_yaml,
     reapply,
     reconciles,
     wait_condition,
 )
 from .support.clock import FakeClock
+from .support.quota import isvc_yaml as quota_isvc_yaml
 
 DEPLOYMENTS = "/apis/apps/v1/namespaces/default/deployments"
 
@@ -368,3 +373,84 @@ async def test_a_throttling_server_is_not_hammered(
         assert len(sent) >= 8, sent
     finally:
         await manager.stop()
+
+
+# -- an API server restored empty (an etcd restore: resourceVersions go backwards) --------
+
+
+async def used_gpus(kube: KubeClient, want: int) -> Obj:
+    async def probe() -> Obj | None:
+        q = await kube.get(GPU_QUOTA, "default", "team")
+        return q if ((q or {}).get("status") or {}).get("usedGPUCount") == want else None
+
+    return await eventually(probe, 60, what=f"GPUQuota usedGPUCount {want}")
+
+
+async def _cache_matches_server(kube: KubeClient, controller: Manager) -> str:
+    """ "" when every informer's cache holds exactly what the server lists (by key and
+    uid); else the first difference, for the failure message."""
+    for rt, informer in controller.cache.informers.items():
+        items, _ = await kube.list(rt, informer.namespace, label_selector=informer.label_selector)
+        server = {
+            (o["metadata"].get("namespace", ""), o["metadata"]["name"]): o["metadata"]["uid"]
+            for o in items
+        }
+        cached = {
+            (o["metadata"].get("namespace", ""), o["metadata"]["name"]): o["metadata"]["uid"]
+            for o in informer.store.list()
+        }
+        if server != cached:
+            ghosts = sorted(set(cached.items()) - set(server.items()))
+            missing = sorted(set(server.items()) - set(cached.items()))
+            return f"{rt.plural}: ghosts {ghosts[:3]}, missing {missing[:3]}"
+    return ""
+
+
+async def test_an_api_server_restored_empty_is_relisted_by_every_informer(
+    kube: KubeClient, apiserver: ApiServerProcess, controller: Manager
+) -> None:
+    """The server restarts with nothing stored and its resourceVersions start over, as
+    after an etcd restore. Objects created right after it and 15 s later are reconciled;
+    the GPUQuota charges only the services that exist, each once; no cache keeps a ghost."""
+    charged = [f"old-{i}" for i in range(5)]
+    await reapply(kube, gpu_template("two-gpus", 2))
+    await reapply(kube, model_yaml("m", TWO_GPU_CLAIMS))
+    await reapply(kube, quota_yaml(40))
+    for name in charged:
+        await reapply(kube, quota_isvc_yaml(name, "m", replicas=1))
+    await used_gpus(kube, 10)
+    assert not await _cache_matches_server(kube, controller)
+
+    await apiserver.restart_empty()
+    # Restored from a backup that has the CRDs, the template, the Model and the quota but
+    # none of the services; one new service and one new Model at once, more 15 s later.
+    await install_crds(kube)
+    await reapply(kube, gpu_template("two-gpus", 2))
+    await reapply(kube, model_yaml("m", TWO_GPU_CLAIMS))
+    await reapply(kube, quota_yaml(40))
+    await reapply(kube, model_yaml("early", "      enabled: false"))
+    await reapply(kube, quota_isvc_yaml("early", "m", replicas=1))
+    await asyncio.sleep(15)
+    await reapply(kube, model_yaml("late", "      enabled: false"))
+    await reapply(kube, quota_isvc_yaml("late", "m", replicas=1))
+
+    for name in ("early", "late"):
+        await wait_condition(kube, MODEL, name, "Ready", "True", timeout=60)
+        await wait_condition(kube, INFERENCE_SERVICE, name, "QuotaAdmitted", "True", timeout=60)
+        await eventually(
+            lambda name=name: kube.get(DEPLOYMENT, "default", name),  # type: ignore[misc]
+            60,
+            what=f"the Deployment of {name}",
+        )
+    q = await used_gpus(kube, 4)
+    assert sorted(s["name"] for s in q["status"]["services"]) == ["early", "late"]
+
+    async def no_ghosts() -> bool:
+        return not await _cache_matches_server(kube, controller)
+
+    try:
+        await eventually(no_ghosts, 60, what="every cache to match the restored server")
+    except AssertionError as e:
+        raise AssertionError(f"{e}: {await _cache_matches_server(kube, controller)}") from e
+    for name in charged:  # nothing made again for a service that no longer exists
+        assert await kube.get(DEPLOYMENT, "default", name) is None

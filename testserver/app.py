@@ -39,12 +39,15 @@ from .registry import Registered, Registry
 from .schema import invalid_error_details
 from .selectors import field_matcher, label_matcher
 from .simulator import ClusterSimulator
-from .storage import Storage, StorageError, clone
+from .storage import Storage, StorageError, clone, too_large_resource_version
 from .tables import to_table, wants_table
 from .tokens import TokenBook
 from .watch import watch
 
 _SNAPSHOTS = 64  # paged lists whose continue tokens still read their snapshot
+# How long kube-apiserver's watch cache waits for a resourceVersion it has not reached
+# before refusing a read that asks for it (watch_cache.go's blockTimeout).
+FRESHNESS_WAIT = 3.0
 # The request's fieldValidation (Ignore, Warn, Strict) and the warnings it collected.
 _FIELD_VALIDATION: contextvars.ContextVar[str] = contextvars.ContextVar("fv", default="Warn")
 _WARNINGS: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("w", default=None)
@@ -158,6 +161,7 @@ class ApiServer:
             if request.method == "GET":
                 if is_watch:
                     return await self.watch(request, target, fault)
+                await self.wait_fresh(request)
                 return self.get_or_list(request, target)
             dry_run = request.query.get("dryRun") == "All"
             if request.method == "DELETE":
@@ -207,6 +211,37 @@ class ApiServer:
             raise StorageError(400, "BadRequest", f"invalid request body: {e}") from e
 
     # -- reads -----------------------------------------------------------------
+
+    async def wait_fresh(self, request: web.Request) -> None:
+        """A get or list that asks for at least resourceVersion N (resourceVersionMatch
+        unset or NotOlderThan) from a server that has not reached N (restarted on older
+        storage) is refused as kube-apiserver refuses it: a paginated list is read from
+        etcd and refused at once; any other read is served by the watch cache, which
+        waits up to FRESHNESS_WAIT for N and then refuses with Retry-After 1."""
+        wanted = request.query.get("resourceVersion", "")
+        match = request.query.get("resourceVersionMatch", "")
+        if not wanted.isdigit() or match not in ("", "NotOlderThan") or "continue" in request.query:
+            return
+        minimum = int(wanted)
+        from_etcd = (request.query.get("limit") or "0") not in ("", "0")
+        if self.storage.rv >= minimum:
+            return
+        if not from_etcd:
+            reached = asyncio.Event()
+
+            def check(_: object) -> None:
+                if self.storage.rv >= minimum:
+                    reached.set()
+
+            self.storage.listeners.append(check)
+            try:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(FRESHNESS_WAIT):
+                        await reached.wait()
+            finally:
+                self.storage.listeners.remove(check)
+        if self.storage.rv < minimum:
+            raise too_large_resource_version(minimum, self.storage.rv, 0 if from_etcd else 1)
 
     def get_or_list(self, request: web.Request, t: Target) -> web.Response:
         table = wants_table(request.headers.get("Accept", ""))

@@ -25,4 +25,9 @@ def status_body(code: int, reason: str, message: str, details: Obj | None = None
 def error_response(
     code: int, reason: str, message: str, details: Obj | None = None
 ) -> web.Response:
-    return web.json_response(status_body(code, reason, message, details), status=code)
+    response = web.json_response(status_body(code, reason, message, details), status=code)
+    # As kube-apiserver: a Status that names a wait carries it as Retry-After too.
+    retry = (details or {}).get("retryAfterSeconds")
+    if isinstance(retry, int) and retry > 0:
+        response.headers["Retry-After"] = str(retry)
+    return response

@@ -36,6 +36,23 @@ class StorageError(Exception):
         self.details = details
 
 
+def too_large_resource_version(wanted: int, current: int, retry_after: int) -> StorageError:
+    """kube-apiserver's answer to a read that asks for a resourceVersion it has not
+    reached (k8s.io/apiserver storage.NewTooLargeResourceVersionError): 504 Timeout with
+    the cause client-go's reflector looks for, and retryAfterSeconds when not 0."""
+    details: Obj = {
+        "causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}]
+    }
+    if retry_after:
+        details["retryAfterSeconds"] = retry_after
+    return StorageError(
+        504,
+        "Timeout",
+        f"Timeout: Too large resource version: {wanted}, current: {current}",
+        details,
+    )
+
+
 @dataclass
 class WatchEvent:
     rv: int

@@ -135,7 +135,10 @@ async def watch(
                 async with asyncio.timeout(wait):  # no task per wait, unlike wait_for
                     live = await watcher.queue.get()
             except TimeoutError:
-                if bookmarks and loop.time() < deadline:
+                # As kube-apiserver's cache watcher: nothing at or below the watch's
+                # resourceVersion, bookmarks included (a watch from a resourceVersion the
+                # server has not reached stays silent until it gets there).
+                if bookmarks and storage.rv > since and loop.time() < deadline:
                     await _send(resp, "BOOKMARK", _bookmark(storage, rt))
                 continue
             # Everything already queued goes out in one write (one chunk, one send):
@@ -147,7 +150,12 @@ async def watch(
                 if live is None:
                     expired = True
                     break
-                if (frame := _event_frame(storage, live, namespace, matches)) is not None:
+                # (events at or below `since` reach a watch from a resourceVersion ahead
+                # of the server's: kube-apiserver sends none of them)
+                if (
+                    live.rv > since
+                    and (frame := _event_frame(storage, live, namespace, matches)) is not None
+                ):
                     frames.append(frame)
                     if cut_after is not None and sent + len(frames) >= cut_after:
                         break
