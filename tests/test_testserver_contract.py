@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
+
+import aiohttp
 
 from controller.resources import BUILTIN_TYPES
 from testserver.kinds import BUILTINS
@@ -168,3 +171,46 @@ def test_the_server_serves_every_built_in_kind_the_controller_uses() -> None:
             rt.namespaced,
             rt.api_version,
         ), rt
+
+
+async def test_reads_and_watches_ahead_of_the_server_as_kube_apiserver(
+    apiserver: ApiServerProcess,
+) -> None:
+    """After an etcd restore the server is behind its clients' resourceVersions. A read
+    asking for more is refused with 504 Timeout, cause ResourceVersionTooLarge: a paged
+    list at once (kube-apiserver reads it from etcd), any other after the watch cache's
+    wait, with Retry-After 1. A watch from it is accepted and sends nothing (not even a
+    bookmark) at or below it."""
+    url = apiserver.url
+    _, created = await call(url, "POST", CMS, cm("a"))
+    rv = int(created["metadata"]["resourceVersion"])
+    ahead = rv + 3
+    query = f"limit=1&resourceVersion={ahead}&resourceVersionMatch=NotOlderThan"
+    status, body = await call(url, "GET", f"{CMS}?{query}")
+    assert status == 504, body
+    assert body["reason"] == "Timeout"
+    assert body["message"] == f"Timeout: Too large resource version: {ahead}, current: {rv}"
+    too_large = {"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}
+    assert body["details"] == {"causes": [too_large]}
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(f"{url}{CMS}?resourceVersion={ahead}") as resp,
+    ):
+        assert resp.status == 504 and resp.headers["Retry-After"] == "1"
+        assert (await resp.json())["details"] == {"causes": [too_large], "retryAfterSeconds": 1}
+    status, _ = await call(url, "GET", f"{CMS}?limit=1&resourceVersion={rv}")
+    assert status == 200  # reached: served
+
+    watch = f"{url}{CMS}?watch=true&allowWatchBookmarks=true&resourceVersion={ahead}"
+    seen: list[tuple[str, str, int]] = []
+    async with aiohttp.ClientSession() as session, session.get(watch) as resp:
+        assert resp.status == 200
+        for name in "bcde":  # resourceVersions rv+1 .. rv+4
+            await call(url, "POST", CMS, cm(name))
+        while not any(name == "e" for _, name, _ in seen):
+            line = await asyncio.wait_for(resp.content.readline(), 10)
+            event = json.loads(line)
+            meta = event["object"]["metadata"]
+            seen.append((event["type"], meta.get("name", ""), int(meta["resourceVersion"])))
+    assert [(t, n) for t, n, _ in seen if t != "BOOKMARK"] == [("ADDED", "e")]
+    assert all(v > ahead for _, _, v in seen)
