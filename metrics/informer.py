@@ -27,7 +27,7 @@ class InformerMetrics:
         )
         self.relists = Counter(
             "llmkube_informer_relists_total",
-            "Full relists, by why (initial, expired, server_reset, restart)",
+            "Full relists, by why (initial, expired, server_reset, unreachable, restart)",
             ["resource", "reason"],
             registry=registry,
         )

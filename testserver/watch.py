@@ -3,6 +3,10 @@
 Each event's object is serialized once (WatchEvent.raw) and the bytes are shared by every
 watcher it is sent to; nothing is copied per watcher. Events queued while a watcher was
 writing go out together in one write.
+
+A watch from a resourceVersion the server has not reached (a client of the server before
+`restart_empty`) is accepted and sends nothing at or below it, bookmarks included, as
+kube-apiserver's cache watcher does.
 """
 
 from __future__ import annotations
