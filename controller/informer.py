@@ -305,7 +305,15 @@ class Informer:
                     need_list = verify = False
                     self.failure = None
                 elif verify:
-                    await self._verify()
+                    try:
+                        await self._verify()
+                    except ApiError as e:
+                        if _too_large(e) or e.status == 429 or e.status >= 500:
+                            raise
+                        # Refused (a server that does not take the question): a list
+                        # settles it, where asking again would never resume the watch.
+                        need_list, reason = True, "unverified"
+                        continue
                     verify = False
                 await self._watch()
                 backoff = self.min_backoff  # a stream that ended cleanly: resume at once

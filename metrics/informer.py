@@ -27,7 +27,8 @@ class InformerMetrics:
         )
         self.relists = Counter(
             "llmkube_informer_relists_total",
-            "Full relists, by why (initial, expired, server_reset, unreachable, restart)",
+            "Full relists, by why (initial, expired, server_reset, unreachable, unverified, "
+            "restart)",
             ["resource", "reason"],
             registry=registry,
         )
