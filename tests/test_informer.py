@@ -357,6 +357,32 @@ async def test_a_server_back_behind_our_resource_version_is_asked_and_relisted(
         task.cancel()
 
 
+async def test_a_server_that_refuses_the_question_is_relisted_not_asked_forever(
+    apiserver: ApiServerProcess, client: KubeClient
+) -> None:
+    """After a cut stream the informer asks whether the server reached its
+    resourceVersion; a 400 to that question is not weather: it relists and watches on."""
+    await client.create(POD, pod("before"))
+    clock = FakeClock()
+    informer = Informer(client, POD, clock=clock)
+    task = await started(informer)
+    try:
+        await apiserver.fault(path="/api/v1/pods", watch=True, cut_after=1, times=1)
+        watches = informer.watches
+        await apiserver.control("POST", "expire-watches")  # 410: relist, watch again
+        await eventually(lambda: asyncio.sleep(0, informer.watches > watches))
+        await apiserver.fault(path="/api/v1/pods$", method="GET", watch=False, status=400, times=1)
+        lists = informer.lists
+        await client.create(POD, pod("cut"))  # the one event before the cut
+        await clock.next()
+        await eventually(lambda: asyncio.sleep(0, informer.lists > lists), what="a relist")
+        assert informer.probes == 1 and informer.resets == 0
+        await client.create(POD, pod("after"))
+        await eventually(lambda: asyncio.sleep(0, informer.store.get("default", "after")))
+    finally:
+        task.cancel()
+
+
 async def test_a_server_that_was_unreachable_is_relisted_even_when_it_has_moved_past(
     apiserver: ApiServerProcess, client: KubeClient
 ) -> None:
