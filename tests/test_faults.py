@@ -378,12 +378,16 @@ async def test_a_throttling_server_is_not_hammered(
 # -- an API server restored empty (an etcd restore: resourceVersions go backwards) --------
 
 
-async def used_gpus(kube: KubeClient, want: int) -> Obj:
+async def charged(kube: KubeClient, services: list[str]) -> Obj:
+    """The GPUQuota once it charges exactly these services (2 GPUs each), each once."""
+
     async def probe() -> Obj | None:
         q = await kube.get(GPU_QUOTA, "default", "team")
-        return q if ((q or {}).get("status") or {}).get("usedGPUCount") == want else None
+        status = (q or {}).get("status") or {}
+        names = sorted(s["name"] for s in status.get("services") or [])
+        return q if names == services and status.get("usedGPUCount") == 2 * len(services) else None
 
-    return await eventually(probe, 60, what=f"GPUQuota usedGPUCount {want}")
+    return await eventually(probe, 60, what=f"GPUQuota charging exactly {services}")
 
 
 async def _cache_matches_server(kube: KubeClient, controller: Manager) -> str:
@@ -412,14 +416,18 @@ async def test_an_api_server_restored_empty_is_relisted_by_every_informer(
     """The server restarts with nothing stored and its resourceVersions start over, as
     after an etcd restore. Objects created right after it and 15 s later are reconciled;
     the GPUQuota charges only the services that exist, each once; no cache keeps a ghost."""
-    charged = [f"old-{i}" for i in range(5)]
+    old = [f"old-{i}" for i in range(5)]
     await reapply(kube, gpu_template("two-gpus", 2))
     await reapply(kube, model_yaml("m", TWO_GPU_CLAIMS))
     await reapply(kube, quota_yaml(40))
-    for name in charged:
+    for name in old:
         await reapply(kube, quota_isvc_yaml(name, "m", replicas=1))
-    await used_gpus(kube, 10)
-    assert not await _cache_matches_server(kube, controller)
+    await charged(kube, old)
+
+    async def in_sync() -> bool:
+        return not await _cache_matches_server(kube, controller)
+
+    await eventually(in_sync, 60, what="every cache to match the server")
 
     await apiserver.restart_empty()
     # Restored from a backup that has the CRDs, the template, the Model and the quota but
@@ -442,15 +450,13 @@ async def test_an_api_server_restored_empty_is_relisted_by_every_informer(
             60,
             what=f"the Deployment of {name}",
         )
-    q = await used_gpus(kube, 4)
-    assert sorted(s["name"] for s in q["status"]["services"]) == ["early", "late"]
-
-    async def no_ghosts() -> bool:
-        return not await _cache_matches_server(kube, controller)
-
+    await charged(kube, ["early", "late"])
     try:
-        await eventually(no_ghosts, 60, what="every cache to match the restored server")
+        await eventually(in_sync, 60, what="every cache to match the restored server")
     except AssertionError as e:
         raise AssertionError(f"{e}: {await _cache_matches_server(kube, controller)}") from e
-    for name in charged:  # nothing made again for a service that no longer exists
-        assert await kube.get(DEPLOYMENT, "default", name) is None
+
+    async def no_ghost_deployments() -> bool:  # none made again for a service now gone
+        return all([await kube.get(DEPLOYMENT, "default", name) is None for name in old])
+
+    await eventually(no_ghost_deployments, 60, what="no Deployment of a service now gone")
