@@ -1,0 +1,233 @@
+"""The chart's controller on the real control plane, and the seed guide end to end.
+
+The controller runs as a process with the chart's args under the chart ServiceAccount's
+token (tests/conftest.py: chart_controller), so every request it makes is authorized by
+the real RBAC authorizer against the chart's ClusterRole. Then the guide's multi-GPU
+example goes the whole way: our Deployment -> the real ReplicaSet and Pod -> a
+ResourceClaim made by the real resourceclaim controller -> devices allocated by the real
+scheduler from the fake driver's ResourceSlices -> the pod bound, Running and Ready on a
+kwok node -> our statuses (allocation, AcceleratorReady, tensor parallelism, GPUQuota).
+"""
+
+from __future__ import annotations
+
+import time
+import urllib.error
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import yaml
+
+from app.manifests import EXAMPLES
+from objtypes import Obj
+
+from .conftest import condition
+from .support import chart
+from .support.kube_cluster import ControllerProcess, KubeCluster, kubeconfig
+
+T = TypeVar("T")
+# Generous: the tier runs beside other builds on 2 cores; nothing here is timed.
+DEADLINE = 180.0
+
+
+def wait_for(
+    probe: Callable[[], T | None], what: str, cluster: KubeCluster, timeout: float = DEADLINE
+) -> T:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            last = probe()
+        except (AssertionError, urllib.error.HTTPError) as e:
+            last = e
+        else:
+            if last:
+                found: T = last
+                return found
+        time.sleep(0.25)
+    raise AssertionError(f"timed out waiting for {what}; last: {last!r}\n{cluster.logs()}")
+
+
+def get(cluster: KubeCluster, path: str) -> Obj | None:
+    try:
+        found: Obj = cluster.http("GET", path)
+    except urllib.error.HTTPError as e:
+        if e.code == 404:
+            return None
+        raise
+    return found
+
+
+def items(cluster: KubeCluster, path: str) -> list[Obj]:
+    found: list[Obj] = cluster.http("GET", path)["items"]
+    return found
+
+
+def apply_yaml(cluster: KubeCluster, text: str, namespace: str) -> None:
+    for doc in yaml.safe_load_all(text):
+        if doc:
+            doc["metadata"]["namespace"] = namespace
+            cluster.apply(doc)
+
+
+def model_cache_volume(cluster: KubeCluster, namespace: str) -> None:
+    """A PersistentVolume bound ahead to the namespace's model cache claim (the chart
+    enables the shared cache; this cluster has no provisioner)."""
+    cluster.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": f"cache-{namespace}"},
+            "spec": {
+                "capacity": {"storage": "100Gi"},
+                "accessModes": ["ReadWriteOnce"],
+                "persistentVolumeReclaimPolicy": "Delete",
+                "hostPath": {"path": f"/tmp/llmkube-cache-{namespace}"},
+                "claimRef": {"namespace": namespace, "name": "llmkube-model-cache"},
+            },
+        }
+    )
+
+
+def test_controller_under_the_chart_service_account_syncs_without_a_403(
+    kube_cluster: KubeCluster, chart_controller: ControllerProcess, tmp_path: Any
+) -> None:
+    # Ready: every informer listed and watched what it needs with the chart's RBAC.
+    assert chart_controller.ready()
+    log = chart_controller.log()
+    assert "forbidden" not in log.lower(), log[-4000:]
+    # The token is the chart ServiceAccount's, not an admin's: the authorizer refuses it
+    # what the ClusterRole does not grant.
+    docs = chart.render({"webhook": {"enabled": False}})
+    account = chart.find(docs, "ServiceAccount")["metadata"]["name"]
+    token = kube_cluster.token(chart.NAMESPACE, account)
+    path = kubeconfig(
+        tmp_path / "sa", kube_cluster.url, kube_cluster.pki.ca, user="sa", token=token
+    )
+    review = sa_review(kube_cluster, path, "delete", "", "nodes")
+    assert review["status"]["allowed"] is False
+    review = sa_review(kube_cluster, path, "patch", "apps", "deployments")
+    assert review["status"]["allowed"] is True
+
+
+def sa_review(cluster: KubeCluster, config: Any, verb: str, group: str, resource: str) -> Obj:
+    """A SelfSubjectAccessReview sent with the ServiceAccount's own token."""
+    import json
+    import ssl
+    import urllib.request
+
+    token = yaml.safe_load(config.read_text())["users"][0]["user"]["token"]
+    req = urllib.request.Request(
+        cluster.url + "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+        data=json.dumps(
+            {
+                "apiVersion": "authorization.k8s.io/v1",
+                "kind": "SelfSubjectAccessReview",
+                "spec": {
+                    "resourceAttributes": {"verb": verb, "group": group, "resource": resource}
+                },
+            }
+        ).encode(),
+        method="POST",
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+    )
+    ctx = ssl.create_default_context(cafile=str(cluster.pki.ca))
+    with urllib.request.urlopen(req, context=ctx, timeout=30) as resp:
+        result: Obj = json.loads(resp.read())
+    return result
+
+
+def test_seed_multi_gpu_example_is_allocated_by_the_real_scheduler(
+    kube_cluster: KubeCluster, chart_controller: ControllerProcess, namespace: str
+) -> None:
+    ns = namespace
+    model_cache_volume(kube_cluster, ns)
+    apply_yaml(
+        kube_cluster,
+        f"""
+apiVersion: inference.llmkube.dev/v1alpha1
+kind: GPUQuota
+metadata: {{name: team}}
+spec: {{gpuCount: 8, namespaceRef: {ns}}}
+""",
+        ns,
+    )
+    apply_yaml(kube_cluster, (EXAMPLES / "multi-gpu.yaml").read_text(), ns)
+    base = f"/apis/apps/v1/namespaces/{ns}"
+
+    dep = wait_for(
+        lambda: get(kube_cluster, f"{base}/deployments/qwen3-32b"), "Deployment", kube_cluster
+    )
+    args = dep["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[args.index("--tensor-parallel-size") + 1] == "2"
+
+    def replica_set() -> Obj | None:
+        found = items(kube_cluster, f"{base}/replicasets")
+        return found[0] if found else None
+
+    rs = wait_for(replica_set, "ReplicaSet (deployment controller)", kube_cluster)
+    assert rs["metadata"]["ownerReferences"][0]["name"] == "qwen3-32b"
+
+    def ready_pod() -> Obj | None:
+        for pod in items(kube_cluster, f"/api/v1/namespaces/{ns}/pods"):
+            if (
+                pod["spec"].get("nodeName")
+                and condition(pod, "Ready")
+                and (condition(pod, "Ready") or {}).get("status") == "True"
+            ):
+                return pod
+        return None
+
+    pod = wait_for(ready_pod, "a pod bound and Ready (scheduler, kwok)", kube_cluster)
+    assert pod["spec"]["nodeName"] in kube_cluster.nodes
+    statuses = pod["status"]["resourceClaimStatuses"]
+    assert [s["name"] for s in statuses] == ["gpus"]
+    claim = get(
+        kube_cluster,
+        f"/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims/{statuses[0]['resourceClaimName']}",
+    )
+    assert claim is not None
+    # Made from the template by the resourceclaim controller, owned by the pod.
+    assert claim["metadata"]["ownerReferences"][0]["name"] == pod["metadata"]["name"]
+    results = claim["status"]["allocation"]["devices"]["results"]
+    assert len(results) == 2
+    assert {r["driver"] for r in results} == {"gpu.nvidia.com"}
+    assert {r["pool"] for r in results} == {pod["spec"]["nodeName"]}
+    assert claim["status"]["reservedFor"][0]["name"] == pod["metadata"]["name"]
+    devices = sorted(r["device"] for r in results)
+
+    isvc_path = f"/apis/inference.llmkube.dev/v1alpha1/namespaces/{ns}/inferenceservices/qwen3-32b"
+
+    def allocated() -> Obj | None:
+        isvc = get(kube_cluster, isvc_path) or {}
+        status = isvc.get("status") or {}
+        alloc = status.get("allocation") or {}
+        ready = condition(isvc, "Ready")
+        if alloc.get("summary") == "2/2" and ready and ready["status"] == "True":
+            return isvc
+        return None
+
+    isvc = wait_for(allocated, "InferenceService Ready with 2/2 devices allocated", kube_cluster)
+    status = isvc["status"]
+    assert status["gpusPerReplica"] == 2
+    assert status["readyReplicas"] == 1
+    shown = status["allocation"]["pods"][0]
+    assert shown["name"] == pod["metadata"]["name"]
+    assert sorted(d["device"] for d in shown["devices"]) == devices
+
+    model = get(
+        kube_cluster, f"/apis/inference.llmkube.dev/v1alpha1/namespaces/{ns}/models/qwen3-32b"
+    )
+    accel = condition(model, "AcceleratorReady")
+    assert accel is not None and accel["status"] == "True", accel
+
+    quota_path = f"/apis/inference.llmkube.dev/v1alpha1/namespaces/{ns}/gpuquotas/team"
+
+    def charged() -> Obj | None:
+        q = get(kube_cluster, quota_path) or {}
+        rows = (q.get("status") or {}).get("services") or []
+        return q if rows and rows[0].get("allocatedGPUs") == 2 else None
+
+    quota = wait_for(charged, "GPUQuota charged from the allocation", kube_cluster)
+    assert quota["status"]["usedGPUCount"] == 2
+    assert "forbidden" not in chart_controller.log().lower()
