@@ -11,10 +11,7 @@ kwok node -> our statuses (allocation, AcceleratorReady, tensor parallelism, GPU
 
 from __future__ import annotations
 
-import time
-import urllib.error
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import yaml
 
@@ -23,70 +20,8 @@ from objtypes import Obj
 
 from .conftest import condition
 from .support import chart
+from .support.cluster_objects import apply_yaml, get, items, model_cache_volume, wait_for
 from .support.kube_cluster import ControllerProcess, KubeCluster, kubeconfig
-
-T = TypeVar("T")
-# Generous: the tier runs beside other builds on 2 cores; nothing here is timed.
-DEADLINE = 180.0
-
-
-def wait_for(
-    probe: Callable[[], T | None], what: str, cluster: KubeCluster, timeout: float = DEADLINE
-) -> T:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = probe()
-        except (AssertionError, urllib.error.HTTPError) as e:
-            last = e
-        else:
-            if last:
-                found: T = last
-                return found
-        time.sleep(0.25)
-    raise AssertionError(f"timed out waiting for {what}; last: {last!r}\n{cluster.logs()}")
-
-
-def get(cluster: KubeCluster, path: str) -> Obj | None:
-    try:
-        found: Obj = cluster.http("GET", path)
-    except urllib.error.HTTPError as e:
-        if e.code == 404:
-            return None
-        raise
-    return found
-
-
-def items(cluster: KubeCluster, path: str) -> list[Obj]:
-    found: list[Obj] = cluster.http("GET", path)["items"]
-    return found
-
-
-def apply_yaml(cluster: KubeCluster, text: str, namespace: str) -> None:
-    for doc in yaml.safe_load_all(text):
-        if doc:
-            doc["metadata"]["namespace"] = namespace
-            cluster.apply(doc)
-
-
-def model_cache_volume(cluster: KubeCluster, namespace: str) -> None:
-    """A PersistentVolume bound ahead to the namespace's model cache claim (the chart
-    enables the shared cache; this cluster has no provisioner)."""
-    cluster.apply(
-        {
-            "apiVersion": "v1",
-            "kind": "PersistentVolume",
-            "metadata": {"name": f"cache-{namespace}"},
-            "spec": {
-                "capacity": {"storage": "100Gi"},
-                "accessModes": ["ReadWriteOnce"],
-                "persistentVolumeReclaimPolicy": "Delete",
-                "hostPath": {"path": f"/tmp/llmkube-cache-{namespace}"},
-                "claimRef": {"namespace": namespace, "name": "llmkube-model-cache"},
-            },
-        }
-    )
 
 
 def test_controller_under_the_chart_service_account_syncs_without_a_403(

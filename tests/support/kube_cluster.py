@@ -3,10 +3,11 @@
 etcd, kube-apiserver (RBAC, TLS, service-account tokens), kube-controller-manager (the
 controllers our objects meet: Deployments, ReplicaSets, the garbage collector,
 namespaces, service accounts and their tokens, Jobs, HPAs, PodDisruptionBudgets,
-PersistentVolume binding and the DRA resourceclaim controller), kube-scheduler (DRA allocation on: resource.k8s.io/v1 is GA from 1.34),
-kwok (nodes without containers: bound pods are made Running and Ready) and a fake DRA
-driver of ours (tests/support/fake_dra_driver.py: one ResourceSlice of GPUs per node and
-the DeviceClass `gpu.nvidia.com`). Binaries come from scripts/build-kube.sh (`make
+PersistentVolume binding and the DRA resourceclaim controller), kube-scheduler (DRA
+allocation on: resource.k8s.io/v1 is GA from 1.34), kwok (nodes without containers:
+bound pods are made Running and Ready) and a fake DRA driver of ours
+(tests/support/fake_dra_driver.py: one ResourceSlice of GPUs per node and the
+DeviceClass `gpu.nvidia.com`). Binaries come from scripts/build-kube.sh (`make
 kube-binaries`); everything else is made here, in a temporary folder: a CA, serving and
 client certificates, a service-account signing key and an admin kubeconfig.
 

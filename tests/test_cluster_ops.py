@@ -1,0 +1,203 @@
+"""What users and the cluster do to our objects, on the real control plane.
+
+`kubectl scale` through our scale subresource, `kubectl rollout restart` (another field
+manager's annotation on our Deployment's pod template, which our server-side applies must
+keep), the apiserver restarted with etcd kept, and leader election between two controller
+processes on the real Lease API.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from objtypes import Obj
+
+from .conftest import condition
+from .support import chart
+from .support.cluster_objects import apply_yaml, get, items, model_cache_volume, wait_for
+from .support.kube_cluster import ControllerProcess, KubeCluster, start_controller
+
+SERVICE = """
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: one-gpu}
+spec:
+  spec:
+    devices:
+      requests:
+        - name: gpu
+          exactly: {deviceClassName: gpu.nvidia.com, allocationMode: ExactCount, count: 1}
+---
+apiVersion: inference.llmkube.dev/v1alpha1
+kind: Model
+metadata: {name: small}
+spec:
+  source: https://example.com/small.gguf
+  format: gguf
+  hardware:
+    accelerator: cuda
+    gpu:
+      enabled: true
+      vendor: nvidia
+      count: 1
+      resourceClaims: [{name: gpu, resourceClaimTemplateName: one-gpu}]
+---
+apiVersion: inference.llmkube.dev/v1alpha1
+kind: InferenceService
+metadata: {name: small}
+spec: {modelRef: small, replicas: 1}
+"""
+
+
+def kubectl(cluster: KubeCluster, *args: str) -> str:
+    run = subprocess.run(
+        ["kubectl", f"--kubeconfig={cluster.admin_kubeconfig}", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    return run.stdout
+
+
+def ready_pods(cluster: KubeCluster, ns: str) -> list[Obj]:
+    return [
+        p
+        for p in items(cluster, f"/api/v1/namespaces/{ns}/pods")
+        if p["spec"].get("nodeName")
+        and not p["metadata"].get("deletionTimestamp")
+        and (condition(p, "Ready") or {}).get("status") == "True"
+    ]
+
+
+def isvc_path(ns: str, name: str = "small") -> str:
+    return f"/apis/inference.llmkube.dev/v1alpha1/namespaces/{ns}/inferenceservices/{name}"
+
+
+def deploy(cluster: KubeCluster, ns: str) -> None:
+    model_cache_volume(cluster, ns)
+    apply_yaml(cluster, SERVICE, ns)
+    wait_for(lambda: len(ready_pods(cluster, ns)) == 1 or None, "one Ready pod", cluster)
+
+
+needs_kubectl = pytest.mark.skipif(shutil.which("kubectl") is None, reason="no kubectl")
+
+
+@needs_kubectl
+def test_kubectl_scale_isvc_goes_through_to_allocated_pods(
+    kube_cluster: KubeCluster, chart_controller: ControllerProcess, namespace: str
+) -> None:
+    deploy(kube_cluster, namespace)
+    kubectl(kube_cluster, "-n", namespace, "scale", "inferenceservice/small", "--replicas=3")
+    pods = wait_for(
+        lambda: (lambda p: p if len(p) == 3 else None)(ready_pods(kube_cluster, namespace)),
+        "three Ready pods",
+        kube_cluster,
+    )
+    claims = {s["resourceClaimName"] for p in pods for s in p["status"]["resourceClaimStatuses"]}
+    assert len(claims) == 3  # one claim per pod, from the template
+
+    def scaled() -> Obj | None:
+        isvc = get(kube_cluster, isvc_path(namespace)) or {}
+        status = isvc.get("status") or {}
+        alloc = status.get("allocation") or {}
+        return isvc if status.get("replicas") == 3 and alloc.get("summary") == "3/3" else None
+
+    isvc = wait_for(scaled, "status.replicas 3 and 3/3 devices", kube_cluster)
+    scale = kube_cluster.http("GET", isvc_path(namespace) + "/scale")
+    assert scale["spec"]["replicas"] == 3 and scale["status"]["replicas"] == 3
+    assert isvc["spec"]["replicas"] == 3
+
+
+@needs_kubectl
+def test_rollout_restart_annotation_survives_our_server_side_apply(
+    kube_cluster: KubeCluster, chart_controller: ControllerProcess, namespace: str
+) -> None:
+    deploy(kube_cluster, namespace)
+    kubectl(kube_cluster, "-n", namespace, "rollout", "restart", "deployment/small")
+    dep_path = f"/apis/apps/v1/namespaces/{namespace}/deployments/small"
+    key = "kubectl.kubernetes.io/restartedAt"
+    # Our next apply (a change to the service makes one) must keep kubectl's annotation.
+    kube_cluster.apply(
+        {
+            "apiVersion": "inference.llmkube.dev/v1alpha1",
+            "kind": "InferenceService",
+            "metadata": {"name": "small", "namespace": namespace},
+            "spec": {"modelRef": "small", "replicas": 1, "env": [{"name": "X", "value": "1"}]},
+        }
+    )
+
+    def applied() -> Obj | None:
+        dep = get(kube_cluster, dep_path) or {}
+        env = dep["spec"]["template"]["spec"]["containers"][0].get("env") or []
+        return dep if any(e.get("name") == "X" for e in env) else None
+
+    dep = wait_for(applied, "our apply of the new env", kube_cluster)
+    assert key in dep["spec"]["template"]["metadata"]["annotations"], dep["spec"]["template"]
+    managers = {m["manager"] for m in dep["metadata"]["managedFields"]}
+    assert {"llmkube-controller", "kubectl-rollout"} <= managers, managers
+    wait_for(
+        lambda: len(ready_pods(kube_cluster, namespace)) == 1 or None,
+        "the restarted rollout Ready",
+        kube_cluster,
+    )
+
+
+def test_apiserver_restart_with_etcd_kept_loses_nothing(
+    kube_cluster: KubeCluster, chart_controller: ControllerProcess, namespace: str
+) -> None:
+    deploy(kube_cluster, namespace)
+    before = get(kube_cluster, isvc_path(namespace))
+    assert before is not None
+    kube_cluster.restart_apiserver()
+    after = get(kube_cluster, isvc_path(namespace))
+    assert after is not None and after["metadata"]["uid"] == before["metadata"]["uid"]
+    # The controller's watches come back: a service made after the restart is served.
+    apply_yaml(
+        kube_cluster,
+        SERVICE.replace("name: small}\nspec: {modelRef", "name: after}\nspec: {modelRef"),
+        namespace,
+    )
+    wait_for(
+        lambda: get(kube_cluster, f"/apis/apps/v1/namespaces/{namespace}/deployments/after"),
+        "a Deployment for the service made after the restart",
+        kube_cluster,
+    )
+    wait_for(lambda: chart_controller.ready() or None, "the controller ready again", kube_cluster)
+
+
+def test_two_controllers_elect_one_leader_on_the_real_lease_api(
+    kube_cluster: KubeCluster, chart_controller: ControllerProcess, tmp_path: Path
+) -> None:
+    docs = chart.render({"webhook": {"enabled": False}, "replicas": 2})
+    account = chart.find(docs, "ServiceAccount")["metadata"]["name"]
+    args = chart.controller_args(docs)
+    assert "--leader-elect" in args
+    lease = "/apis/coordination.k8s.io/v1/namespaces/llmkube-system/leases/llmkube-controller"
+    config = kube_cluster.kubeconfig_for(chart.NAMESPACE, account, tmp_path / "kubeconfig")
+    a = start_controller(kube_cluster, args, config, "replica-a")
+    b = start_controller(kube_cluster, args, config, "replica-b")
+    try:
+
+        def holder() -> str | None:
+            found = get(kube_cluster, lease)
+            who = ((found or {}).get("spec") or {}).get("holderIdentity")
+            return who if who in ("replica-a", "replica-b") else None
+
+        first = wait_for(holder, "a leader among replica-a and replica-b", kube_cluster)
+        leader, standby = (a, b) if first == "replica-a" else (b, a)
+        leader.component.stop()  # released on SIGTERM, or expires
+        second = wait_for(
+            lambda: (lambda h: h if h and h != first else None)(holder()),
+            "the standby taking the lease",
+            kube_cluster,
+        )
+        assert second == standby.component.name
+        assert "forbidden" not in standby.log().lower()
+    finally:
+        a.component.stop()
+        b.component.stop()
