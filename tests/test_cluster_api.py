@@ -29,6 +29,9 @@ MANIFESTS = [
 # Kinds of other projects' CRDs that samples show beside ours (KEDA's HTTP add-on).
 FOREIGN_KINDS = frozenset({"HTTPScaledObject"})
 
+# Starting the control plane and waiting on it take longer than the suite's 120 s default.
+pytestmark = pytest.mark.timeout(600)
+
 
 def test_generated_crds_are_structural_and_established(
     kube_cluster: KubeCluster, llmkube_crds: list[Obj]

@@ -52,6 +52,9 @@ metadata: {name: small}
 spec: {modelRef: small, replicas: 1}
 """
 
+# Starting the control plane and waiting on it take longer than the suite's 120 s default.
+pytestmark = pytest.mark.timeout(600)
+
 
 def kubectl(cluster: KubeCluster, *args: str) -> str:
     run = subprocess.run(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import yaml
 
 from app.manifests import EXAMPLES
@@ -22,6 +23,9 @@ from .conftest import condition
 from .support import chart
 from .support.cluster_objects import apply_yaml, get, items, model_cache_volume, wait_for
 from .support.kube_cluster import ControllerProcess, KubeCluster, kubeconfig
+
+# Starting the control plane and waiting on it take longer than the suite's 120 s default.
+pytestmark = pytest.mark.timeout(600)
 
 
 def test_controller_under_the_chart_service_account_syncs_without_a_403(

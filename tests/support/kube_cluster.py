@@ -65,6 +65,7 @@ CONTROLLERS = (
     "horizontal-pod-autoscaler-controller",
     "disruption-controller",
     "persistentvolume-binder-controller",
+    "node-lifecycle-controller",  # lifts the not-ready taint admission puts on new nodes
     "resourceclaim-controller",
 )
 
