@@ -762,6 +762,12 @@ class ControllerProcess:
     def log(self) -> str:
         return self.component.log.read_text(errors="replace")
 
+    def denied(self) -> list[str]:
+        """Log lines of requests the RBAC authorizer refused (`... is forbidden: User
+        "system:serviceaccount:..." cannot <verb> resource ...`). Other 403s, such as a
+        write into a namespace being deleted, are not RBAC's and are not listed."""
+        return [line for line in self.log().splitlines() if "is forbidden: User" in line]
+
 
 def start_controller(
     cluster: KubeCluster, chart_args: list[str], kubeconfig_path: Path, name: str
