@@ -749,6 +749,7 @@ class ControllerProcess:
 
     component: Component
     health_port: int
+    log_mark: int = 0
 
     def ready(self) -> bool:
         try:
@@ -763,10 +764,18 @@ class ControllerProcess:
         return self.component.log.read_text(errors="replace")
 
     def denied(self) -> list[str]:
-        """Log lines of requests the RBAC authorizer refused (`... is forbidden: User
-        "system:serviceaccount:..." cannot <verb> resource ...`). Other 403s, such as a
-        write into a namespace being deleted, are not RBAC's and are not listed."""
-        return [line for line in self.log().splitlines() if "is forbidden: User" in line]
+        """Log lines, since the last `forget_denials()`, of requests the RBAC authorizer
+        refused (`... is forbidden: User "system:serviceaccount:..." cannot <verb>
+        resource ...`). Other 403s, such as a write into a namespace being deleted, are
+        not RBAC's and are not listed."""
+        text = self.log()[self.log_mark :]
+        return [line for line in text.splitlines() if "is forbidden: User" in line]
+
+    def forget_denials(self) -> None:
+        """Denials logged so far are expected (an apiserver that has just restarted
+        refuses every request until its RBAC caches have synced, and the controller
+        retries): `denied()` reads only what is logged after this."""
+        self.log_mark = len(self.log())
 
 
 def start_controller(
