@@ -169,3 +169,117 @@ spec: {{gpuCount: 8, namespaceRef: {ns}}}
     quota = wait_for(charged, "GPUQuota charged from the allocation", kube_cluster)
     assert quota["status"]["usedGPUCount"] == 2
     assert chart_controller.denied() == []
+
+
+def service(claim: str, count: int, replicas: int, ref: str) -> str:
+    """A Model asking for `count` GPUs through `ref` (a resourceClaimTemplateName or a
+    resourceClaimName entry) and its InferenceService."""
+    return f"""
+apiVersion: inference.llmkube.dev/v1alpha1
+kind: Model
+metadata: {{name: {claim}}}
+spec:
+  source: https://example.com/m.gguf
+  format: gguf
+  hardware:
+    accelerator: cuda
+    gpu:
+      enabled: true
+      vendor: nvidia
+      count: {count}
+      resourceClaims: [{{name: gpus, {ref}}}]
+---
+apiVersion: inference.llmkube.dev/v1alpha1
+kind: InferenceService
+metadata: {{name: {claim}}}
+spec: {{modelRef: {claim}, replicas: {replicas}}}
+"""
+
+
+def gpus(kind: str, name: str, count: int) -> str:
+    spec = f"""
+    devices:
+      requests:
+        - name: gpus
+          exactly: {{deviceClassName: gpu.nvidia.com, allocationMode: ExactCount, count: {count}}}
+"""
+    if kind == "ResourceClaimTemplate":
+        spec = "\n".join("  " + line if line else line for line in spec.splitlines())
+        spec = "\n  spec:" + spec
+    return f"""
+apiVersion: resource.k8s.io/v1
+kind: {kind}
+metadata: {{name: {name}}}
+spec:{spec}
+"""
+
+
+def test_claims_no_node_can_satisfy_leave_the_pod_pending_and_say_why(
+    kube_cluster: KubeCluster, chart_controller: ControllerProcess, namespace: str
+) -> None:
+    # Five GPUs in one claim: every node publishes four.
+    model_cache_volume(kube_cluster, namespace)
+    apply_yaml(kube_cluster, gpus("ResourceClaimTemplate", "five-gpus", 5), namespace)
+    apply_yaml(
+        kube_cluster,
+        service("big", 5, 1, "resourceClaimTemplateName: five-gpus"),
+        namespace,
+    )
+    path = f"/apis/inference.llmkube.dev/v1alpha1/namespaces/{namespace}/inferenceservices/big"
+
+    def unschedulable() -> Obj | None:
+        c = condition(get(kube_cluster, path), "Ready")
+        return c if c and c["status"] == "False" and c["reason"] == "Unschedulable" else None
+
+    c = wait_for(unschedulable, "Ready=False Unschedulable", kube_cluster)
+    # The real scheduler's own words, passed on: its DRA plugin found no node.
+    assert "cannot allocate all claims" in c["message"], c
+    pods = items(kube_cluster, f"/api/v1/namespaces/{namespace}/pods")
+    assert [p["status"]["phase"] for p in pods] == ["Pending"]
+    assert not pods[0]["spec"].get("nodeName")
+
+
+def test_a_shared_resource_claim_name_holds_one_allocation_for_every_pod(
+    kube_cluster: KubeCluster, chart_controller: ControllerProcess, namespace: str
+) -> None:
+    model_cache_volume(kube_cluster, namespace)
+    apply_yaml(kube_cluster, gpus("ResourceClaim", "shared-gpu", 1), namespace)
+    apply_yaml(kube_cluster, service("shared", 1, 2, "resourceClaimName: shared-gpu"), namespace)
+
+    def both_ready() -> list[Obj] | None:
+        pods = [
+            p
+            for p in items(kube_cluster, f"/api/v1/namespaces/{namespace}/pods")
+            if (condition(p, "Ready") or {}).get("status") == "True"
+        ]
+        return pods if len(pods) == 2 else None
+
+    pods = wait_for(both_ready, "two Ready pods sharing the claim", kube_cluster)
+    # One allocation, on one node: the scheduler puts every pod of the claim there.
+    assert len({p["spec"]["nodeName"] for p in pods}) == 1
+    claim = get(
+        kube_cluster, f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims/shared-gpu"
+    )
+    assert claim is not None
+    assert len(claim["status"]["allocation"]["devices"]["results"]) == 1
+    assert {r["name"] for r in claim["status"]["reservedFor"]} == {
+        p["metadata"]["name"] for p in pods
+    }
+    path = f"/apis/inference.llmkube.dev/v1alpha1/namespaces/{namespace}/inferenceservices/shared"
+
+    def advised() -> Obj | None:
+        isvc = get(kube_cluster, path)
+        c = condition(isvc, "ClaimsPerPod")
+        alloc = ((isvc or {}).get("status") or {}).get("allocation") or {}
+        return (
+            isvc
+            if c and c["reason"] == "SharedClaimAcrossReplicas" and alloc.get("allocatedPods") == 2
+            else None
+        )
+
+    isvc = wait_for(
+        advised, "ClaimsPerPod SharedClaimAcrossReplicas, 2 pods allocated", kube_cluster
+    )
+    devices = {d["device"] for pod in isvc["status"]["allocation"]["pods"] for d in pod["devices"]}
+    assert len(devices) == 1
+    assert chart_controller.denied() == []
