@@ -360,8 +360,15 @@ class KubeCluster:
         req = urllib.request.Request(self.url + path, data=data, method=method)
         if data is not None:
             req.add_header("Content-Type", content_type or "application/json")
-        with urllib.request.urlopen(req, context=self._ssl, timeout=30) as resp:
-            raw = resp.read()
+        try:
+            with urllib.request.urlopen(req, context=self._ssl, timeout=30) as resp:
+                raw = resp.read()
+        except urllib.error.HTTPError as e:
+            # The apiserver's Status message names the field or rule: keep it in the error.
+            detail = e.read().decode(errors="replace")
+            raise urllib.error.HTTPError(
+                e.url, e.code, f"{e.reason}: {method} {path}: {detail}", e.headers, None
+            ) from None
         return json.loads(raw) if raw[:1] in (b"{", b"[") else raw.decode()
 
     def _ok(self, path: str) -> bool:
