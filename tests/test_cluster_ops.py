@@ -173,7 +173,7 @@ def test_apiserver_restart_with_etcd_kept_loses_nothing(
     wait_for(lambda: chart_controller.ready() or None, "the controller ready again", kube_cluster)
     # Until its RBAC informers synced, the new apiserver refused the controller's requests
     # (403, retried): expected here, so later tests do not count them.
-    chart_controller.forget_denials()
+    chart_controller.forget_errors()
 
 
 def test_two_controllers_elect_one_leader_on_the_real_lease_api(

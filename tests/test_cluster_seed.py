@@ -34,6 +34,7 @@ def test_controller_under_the_chart_service_account_syncs_without_a_403(
     # Ready: every informer listed and watched what it needs with the chart's RBAC.
     assert chart_controller.ready()
     assert chart_controller.denied() == []
+    assert chart_controller.api_errors() == []
     # The token is the chart ServiceAccount's, not an admin's: the authorizer refuses it
     # what the ClusterRole does not grant.
     docs = chart.render({"webhook": {"enabled": False}})
@@ -169,6 +170,7 @@ spec: {{gpuCount: 8, namespaceRef: {ns}}}
     quota = wait_for(charged, "GPUQuota charged from the allocation", kube_cluster)
     assert quota["status"]["usedGPUCount"] == 2
     assert chart_controller.denied() == []
+    assert chart_controller.api_errors() == []
 
 
 def service(claim: str, count: int, replicas: int, ref: str) -> str:
@@ -283,3 +285,4 @@ def test_a_shared_resource_claim_name_holds_one_allocation_for_every_pod(
     devices = {d["device"] for pod in isvc["status"]["allocation"]["pods"] for d in pod["devices"]}
     assert len(devices) == 1
     assert chart_controller.denied() == []
+    assert chart_controller.api_errors() == []

@@ -25,6 +25,7 @@ import datetime
 import ipaddress
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -660,7 +661,8 @@ class KubeCluster:
                     "GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"
                 )
                 conds = {
-                    c["type"]: c["status"] for c in (live.get("status") or {}).get("conditions", [])
+                    c["type"]: c["status"]
+                    for c in (live.get("status") or {}).get("conditions") or []
                 }
                 if conds.get("Established") != "True":
                     return False
@@ -771,18 +773,36 @@ class ControllerProcess:
         return self.component.log.read_text(errors="replace")
 
     def denied(self) -> list[str]:
-        """Log lines, since the last `forget_denials()`, of requests the RBAC authorizer
+        """Log lines, since the last `forget_errors()`, of requests the RBAC authorizer
         refused (`... is forbidden: User "system:serviceaccount:..." cannot <verb>
         resource ...`). Other 403s, such as a write into a namespace being deleted, are
         not RBAC's and are not listed."""
-        text = self.log()[self.log_mark :]
-        return [line for line in text.splitlines() if "is forbidden: User" in line]
+        return [line for line in self._since_mark() if "is forbidden: User" in line]
 
-    def forget_denials(self) -> None:
-        """Denials logged so far are expected (an apiserver that has just restarted
+    def api_errors(self) -> list[str]:
+        """Log lines, since the last `forget_errors()`, of API errors other than those a
+        real cluster hands every controller: 409 Conflict (a stale resourceVersion) and a
+        write into a namespace being deleted or gone. A 400/422/500 here is a request of ours the
+        apiserver refused (a schema, CEL or server-side-apply error)."""
+        found = []
+        for line in self._since_mark():
+            if not re.search(r'"error": "[45]\d\d ', line):
+                continue
+            if '"error": "409 ' in line or "because it is being terminated" in line:
+                continue
+            if re.search(r'"error": "404 NotFound: namespaces \\"[^"\\]*\\" not found', line):
+                continue  # the namespace went away between the read and the write
+            found.append(line)
+        return found
+
+    def forget_errors(self) -> None:
+        """Errors logged so far are expected (an apiserver that has just restarted
         refuses every request until its RBAC caches have synced, and the controller
-        retries): `denied()` reads only what is logged after this."""
+        retries): `denied()` and `api_errors()` read only what is logged after this."""
         self.log_mark = len(self.log())
+
+    def _since_mark(self) -> list[str]:
+        return self.log()[self.log_mark :].splitlines()
 
 
 def start_controller(
