@@ -11,6 +11,7 @@ kwok node -> our statuses (allocation, AcceleratorReady, tensor parallelism, GPU
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,6 +26,7 @@ from .support.cluster_objects import apply_yaml, get, items, model_cache_volume,
 from .support.kube_cluster import ControllerProcess, KubeCluster, kubeconfig
 
 # Starting the control plane and waiting on it take longer than the suite's 120 s default.
+SAMPLES = Path(__file__).resolve().parent / "data" / "llmkube-samples"
 pytestmark = pytest.mark.timeout(600)
 
 
@@ -286,3 +288,39 @@ def test_a_shared_resource_claim_name_holds_one_allocation_for_every_pod(
     assert len(devices) == 1
     assert chart_controller.denied() == []
     assert chart_controller.api_errors() == []
+
+
+def test_every_sample_is_reconciled_with_no_api_error(
+    kube_cluster: KubeCluster, chart_controller: ControllerProcess, namespace: str
+) -> None:
+    """Every sample's objects written by the controller as the real apiserver validates
+    them (pod specs, labels, quantities, server-side apply): no 400, 422 or 500."""
+    model_cache_volume(kube_cluster, namespace)
+    names: dict[str, set[str]] = {"models": set(), "inferenceservices": set()}
+    for manifest in sorted(SAMPLES.glob("*.yaml")):
+        for doc in yaml.safe_load_all(manifest.read_text()):
+            if not doc or doc["kind"] == "HTTPScaledObject":  # KEDA's, not installed
+                continue
+            doc["metadata"]["namespace"] = namespace
+            kube_cluster.apply(doc)
+            plural = {"Model": "models", "InferenceService": "inferenceservices"}.get(doc["kind"])
+            if plural:
+                names[plural].add(doc["metadata"]["name"])
+    base = f"/apis/inference.llmkube.dev/v1alpha1/namespaces/{namespace}"
+
+    def reconciled() -> list[str] | None:
+        errors = [line for line in chart_controller.api_errors() if namespace in line]
+        if errors:
+            return errors
+        for plural, wanted in names.items():
+            done = {
+                o["metadata"]["name"]
+                for o in items(kube_cluster, f"{base}/{plural}")
+                if (o.get("status") or {}).get("observedGeneration") == o["metadata"]["generation"]
+            }
+            if not wanted <= done:
+                return None
+        return ["reconciled"]
+
+    assert wait_for(reconciled, "every sample reconciled once", kube_cluster) == ["reconciled"]
+    assert chart_controller.denied() == []
