@@ -209,3 +209,74 @@ def test_two_controllers_elect_one_leader_on_the_real_lease_api(
     finally:
         a.component.stop()
         b.component.stop()
+
+
+def test_a_restarted_controller_continues_the_event_it_wrote_before(
+    kube_cluster: KubeCluster, chart_controller: ControllerProcess, namespace: str
+) -> None:
+    """After a restart the controller no longer knows which Events it wrote: one recorded
+    again (the same object, reason and message) answers 409 to its create, and the
+    controller reads that Event to continue its count, under the chart's RBAC."""
+    apply_yaml(kube_cluster, ORPHAN, namespace)
+
+    def event() -> Obj | None:
+        for e in items(kube_cluster, f"/api/v1/namespaces/{namespace}/events"):
+            if e["involvedObject"].get("name") == "orphan" and (
+                e["reason"] == "ResourceClaimTemplateNotFound"
+            ):
+                return e
+        return None
+
+    first = wait_for(event, "the Event of the missing template", kube_cluster)
+    assert first["count"] == 1
+    chart_controller.component.stop()
+    chart_controller.component.start()
+    wait_for(lambda: chart_controller.ready() or None, "the restarted controller", kube_cluster)
+    model = f"/apis/inference.llmkube.dev/v1alpha1/namespaces/{namespace}/models/orphan"
+
+    def accelerator(status: str) -> Obj | None:
+        c = condition(get(kube_cluster, model), "AcceleratorReady")
+        return c if c and c["status"] == status else None
+
+    # The template appears, then goes again: the same Event as before the restart.
+    apply_yaml(kube_cluster, TEMPLATE, namespace)
+    wait_for(lambda: accelerator("True"), "AcceleratorReady True", kube_cluster)
+    kube_cluster.http(
+        "DELETE", f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaimtemplates/missing"
+    )
+    wait_for(lambda: accelerator("False"), "AcceleratorReady False again", kube_cluster)
+    again = wait_for(
+        lambda: (lambda e: e if e and e["count"] == 2 else None)(event()),
+        "the Event's count continued after the restart",
+        kube_cluster,
+    )
+    assert again["metadata"]["name"] == first["metadata"]["name"]
+    assert chart_controller.denied() == []
+
+
+ORPHAN = """
+apiVersion: inference.llmkube.dev/v1alpha1
+kind: Model
+metadata: {name: orphan}
+spec:
+  source: https://example.com/m.gguf
+  format: gguf
+  hardware:
+    accelerator: cuda
+    gpu:
+      enabled: true
+      vendor: nvidia
+      count: 1
+      resourceClaims: [{name: gpu, resourceClaimTemplateName: missing}]
+"""
+TEMPLATE = """
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: missing}
+spec:
+  spec:
+    devices:
+      requests:
+        - name: gpu
+          exactly: {deviceClassName: gpu.nvidia.com, allocationMode: ExactCount, count: 1}
+"""

@@ -814,7 +814,7 @@ def start_controller(
     args = [
         a
         for a in chart_args
-        if not a.startswith(("--metrics-bind-address", "--health-probe-bind-address", "--webhook-"))
+        if not a.startswith(("--metrics-bind-address", "--health-probe-bind-address"))
     ]
     if args and args[0] == "run":
         args = args[1:]
