@@ -36,7 +36,6 @@ def test_controller_under_the_chart_service_account_syncs_without_a_403(
     # Ready: every informer listed and watched what it needs with the chart's RBAC.
     assert chart_controller.ready()
     assert chart_controller.denied() == []
-    assert chart_controller.api_errors() == []
     # The token is the chart ServiceAccount's, not an admin's: the authorizer refuses it
     # what the ClusterRole does not grant.
     docs = chart.render({"webhook": {"enabled": False}})
@@ -172,7 +171,7 @@ spec: {{gpuCount: 8, namespaceRef: {ns}}}
     quota = wait_for(charged, "GPUQuota charged from the allocation", kube_cluster)
     assert quota["status"]["usedGPUCount"] == 2
     assert chart_controller.denied() == []
-    assert chart_controller.api_errors() == []
+    assert chart_controller.api_errors(ns) == []
 
 
 def service(claim: str, count: int, replicas: int, ref: str) -> str:
@@ -287,7 +286,7 @@ def test_a_shared_resource_claim_name_holds_one_allocation_for_every_pod(
     devices = {d["device"] for pod in isvc["status"]["allocation"]["pods"] for d in pod["devices"]}
     assert len(devices) == 1
     assert chart_controller.denied() == []
-    assert chart_controller.api_errors() == []
+    assert chart_controller.api_errors(namespace) == []
 
 
 def test_every_sample_is_reconciled_with_no_api_error(
@@ -309,7 +308,7 @@ def test_every_sample_is_reconciled_with_no_api_error(
     base = f"/apis/inference.llmkube.dev/v1alpha1/namespaces/{namespace}"
 
     def reconciled() -> list[str] | None:
-        errors = [line for line in chart_controller.api_errors() if namespace in line]
+        errors = chart_controller.api_errors(namespace)
         if errors:
             return errors
         for plural, wanted in names.items():

@@ -102,7 +102,7 @@ def test_the_apiserver_calls_our_webhook_and_a_bad_spec_is_refused(
             "spec": {"modelRef": "qwen3-32b", "runtime": "vllm"},
         }
         assert kube_cluster.apply(good)["metadata"]["name"] == "qwen3-32b"
-        assert served.denied() == [] and served.api_errors() == []
+        assert served.denied() == [] and served.api_errors(namespace) == []
     finally:
         kube_cluster.http(
             "DELETE",

@@ -779,13 +779,17 @@ class ControllerProcess:
         not RBAC's and are not listed."""
         return [line for line in self._since_mark() if "is forbidden: User" in line]
 
-    def api_errors(self) -> list[str]:
-        """Log lines, since the last `forget_errors()`, of API errors other than those a
-        real cluster hands every controller: 409 Conflict (a stale resourceVersion) and a
-        write into a namespace being deleted or gone. A 400/422/500 here is a request of ours the
-        apiserver refused (a schema, CEL or server-side-apply error)."""
+    def api_errors(self, namespace: str) -> list[str]:
+        """Log lines, since the last `forget_errors()`, of API errors about objects in
+        `namespace` other than those a real cluster hands every controller: 409 Conflict
+        (a stale resourceVersion) and a write into a namespace being deleted or gone. A
+        400/422/500 here is a request of ours the apiserver refused (a schema, CEL or
+        server-side-apply error). Other namespaces are other tests', torn down while the
+        controller may still be reconciling them."""
         found = []
         for line in self._since_mark():
+            if f'"namespace": "{namespace}"' not in line:
+                continue
             if not re.search(r'"error": "[45]\d\d ', line):
                 continue
             if '"error": "409 ' in line or "because it is being terminated" in line:
