@@ -280,3 +280,56 @@ spec:
         - name: gpu
           exactly: {deviceClassName: gpu.nvidia.com, allocationMode: ExactCount, count: 1}
 """
+
+
+def metric_values(text: str, name: str) -> list[float]:
+    return [
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith(name + "{") or line.startswith(name + " ")
+    ]
+
+
+def test_a_restarted_controller_writes_nothing_that_is_already_right(
+    kube_cluster: KubeCluster, chart_controller: ControllerProcess, namespace: str
+) -> None:
+    deploy(kube_cluster, namespace)
+    paths = {
+        "isvc": isvc_path(namespace),
+        "model": f"/apis/inference.llmkube.dev/v1alpha1/namespaces/{namespace}/models/small",
+        "deployment": f"/apis/apps/v1/namespaces/{namespace}/deployments/small",
+        "service": f"/api/v1/namespaces/{namespace}/services/small",
+    }
+
+    def settled() -> dict[str, str] | None:
+        isvc = get(kube_cluster, paths["isvc"]) or {}
+        alloc = (isvc.get("status") or {}).get("allocation") or {}
+        if (
+            alloc.get("summary") != "1/1"
+            or (condition(isvc, "Ready") or {}).get("status") != "True"
+        ):
+            return None
+        return {
+            k: (get(kube_cluster, p) or {})["metadata"]["resourceVersion"] for k, p in paths.items()
+        }
+
+    before = wait_for(settled, "the service Ready with its device allocated", kube_cluster)
+    chart_controller.component.stop()
+    chart_controller.component.start()
+
+    def idle() -> str | None:
+        if not chart_controller.ready():
+            return None
+        text = chart_controller.metrics()
+        reconciled = metric_values(text, "controller_runtime_reconcile_total")
+        busy = metric_values(text, "workqueue_depth") + metric_values(
+            text, "controller_runtime_active_workers"
+        )
+        return text if sum(reconciled) > 0 and not any(busy) else None
+
+    # Ready, every queue empty and no reconcile running: it has looked at everything.
+    wait_for(idle, "the restarted controller idle after its first reconciles", kube_cluster)
+    after = {
+        k: (get(kube_cluster, p) or {})["metadata"]["resourceVersion"] for k, p in paths.items()
+    }
+    assert after == before

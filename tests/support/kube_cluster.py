@@ -772,6 +772,14 @@ class ControllerProcess:
     def log(self) -> str:
         return self.component.log.read_text(errors="replace")
 
+    def metrics(self) -> str:
+        """Its Prometheus metrics (the probe server answers /metrics too)."""
+        with urllib.request.urlopen(
+            f"http://127.0.0.1:{self.health_port}/metrics", timeout=10
+        ) as resp:
+            text: str = resp.read().decode()
+        return text
+
     def denied(self) -> list[str]:
         """Log lines, since the last `forget_errors()`, of requests the RBAC authorizer
         refused (`... is forbidden: User "system:serviceaccount:..." cannot <verb>
