@@ -8,7 +8,8 @@ BIN    := $(VENV)/bin
 BENCH_ARGS ?=
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo test lint typecheck pytest bench wheels sync-data clean crds runtime-options llama-server
+.PHONY: install demo test lint typecheck pytest bench wheels sync-data clean crds runtime-options \
+	llama-server kube-binaries
 
 # The product (editable, with the dev tools) and the test API server's own distribution
 # (packaging/testserver: not in the product wheel, needed by the demo and the tests).
@@ -51,12 +52,23 @@ llama-server: $(STAMP)
 	@PYTHON=$(BIN)/python scripts/build-llama-server.sh >/dev/null \
 		|| echo "llama-server was not built: tests/test_llama_server_real.py will skip"
 
-# Two tiers, each test in exactly one (markers set by tests/conftest.py): the unit tests,
-# then, only if they passed, those that start the test API server. Exit code 5 (nothing
-# selected) does not fail a tier; tests/test_tiers.py checks that neither is empty.
-pytest: $(STAMP) llama-server
+# The real control plane of the cluster tier (etcd, kube-apiserver, kube-controller-manager,
+# kube-scheduler, kwok) built from Go modules at Kubernetes $(K8S_VERSION) and cached under
+# ~/.cache/llmkube-py (docs/testing.md gives the build times). Where go or the module proxy
+# is missing, the cluster tests skip, saying why.
+K8S_VERSION ?= 1.34.4
+kube-binaries:
+	@K8S_VERSION=$(K8S_VERSION) scripts/build-kube.sh >/dev/null \
+		|| echo "the Kubernetes binaries were not built: the cluster tier will skip"
+
+# Three tiers, each test in exactly one (markers set by tests/conftest.py): the unit tests,
+# then, only if they passed, those that start the test API server, then those that start
+# the real control plane. Exit code 5 (nothing selected) does not fail a tier;
+# tests/test_tiers.py checks that none is empty.
+pytest: $(STAMP) llama-server kube-binaries
 	$(BIN)/pytest -q -m unit || [ $$? -eq 5 ]
 	$(BIN)/pytest -q -m server || [ $$? -eq 5 ]
+	K8S_VERSION=$(K8S_VERSION) $(BIN)/pytest -q -m cluster || [ $$? -eq 5 ]
 
 test: lint typecheck pytest
 

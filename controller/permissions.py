@@ -36,7 +36,9 @@ CLUSTER_RULES: tuple[Rule, ...] = (
     Rule("", ("services",), (*READ, "create", "patch")),
     # multiNode member pods are applied directly, and replaced (deleted) when they change.
     Rule("", ("pods",), (*READ, "create", "patch", "delete")),
-    Rule("", ("events",), ("create", "patch")),
+    # An Event's create answers 409 when an earlier run (before a restart) or another
+    # replica wrote it: it is read (`get`) to continue its count, then patched.
+    Rule("", ("events",), ("get", "create", "patch")),
     # spec.autoscaling: the service's HPA, removed when autoscaling is cleared or suspended.
     Rule("autoscaling", ("horizontalpodautoscalers",), (*READ, "create", "patch", "delete")),
     # spec.disruption: the service's PodDisruptionBudget, removed when not protecting.

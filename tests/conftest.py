@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -18,13 +18,25 @@ from controller.clock import REAL, Clock
 from controller.errors import ApiError
 from controller.kube import KubeClient
 from controller.manager import Manager, ManagerConfig
+from objtypes import Obj
 from testserver.process import ApiServerProcess
+
+from .support import chart
+from .support.kube_cluster import (
+    ControllerProcess,
+    KubeCluster,
+    binaries_dir,
+    install_chart,
+    missing_binaries,
+    start_controller,
+)
 
 T = TypeVar("T")
 log_setup.configure("warning")
 
 
-# -- tiers: `make test` runs `pytest -m unit`, then (if it passed) `pytest -m server` ----------
+# -- tiers: `make test` runs `pytest -m unit`, then (if it passed) `pytest -m server`, then
+# `pytest -m cluster` (the real control plane: tests/support/kube_cluster.py) -------------
 
 
 # The fixtures that start the test API server process (kube and controller build on
@@ -42,15 +54,39 @@ SERVER_FIXTURES = frozenset(
 )
 
 
+# The fixtures that start the real control plane (etcd, kube-apiserver, ...): the third tier.
+CLUSTER_FIXTURES = frozenset({"kube_cluster"})
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every test is in exactly one tier. `server`: it uses one of SERVER_FIXTURES, or is
-    marked so because it starts the server another way (a bench run, the demo, inline);
-    `unit`: all the others. A unit test that starts the server fails, naming the mark."""
+    """Every test is in exactly one tier. `cluster`: it uses one of CLUSTER_FIXTURES;
+    `server`: it uses one of SERVER_FIXTURES, or is marked so because it starts the server
+    another way (a bench run, the demo, inline); `unit`: all the others. A unit test that
+    starts the server fails, naming the mark."""
     for item in items:
-        if SERVER_FIXTURES & set(getattr(item, "fixturenames", ())):
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if CLUSTER_FIXTURES & fixtures:
+            item.add_marker(pytest.mark.cluster)
+        elif SERVER_FIXTURES & fixtures:
             item.add_marker(pytest.mark.server)
-        if item.get_closest_marker("server") is None:
+        if item.get_closest_marker("server") is None and item.get_closest_marker("cluster") is None:
             item.add_marker(pytest.mark.unit)
+
+
+@pytest.fixture(scope="session")
+def kube_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeCluster]:
+    """The real control plane, one for the whole cluster tier (tests use namespaces of
+    their own); skipped, saying why, where `make kube-binaries` could not build it."""
+    bin_dir = binaries_dir()
+    missing = missing_binaries(bin_dir)
+    if missing:
+        pytest.skip(
+            f"Kubernetes binaries not built ({', '.join(missing)} missing in {bin_dir}): "
+            "run `make kube-binaries` (scripts/build-kube.sh), which says why it fails"
+        )
+    cluster = KubeCluster(bin_dir, tmp_path_factory.mktemp("kube")).start()
+    yield cluster
+    cluster.stop()
 
 
 @pytest.fixture(autouse=True)
@@ -268,3 +304,61 @@ spec:
   pool: {name: gpu-node-1, generation: 1, resourceSliceCount: 1}
   devices: [{name: gpu-0}, {name: gpu-1}, {name: gpu-2}, {name: gpu-3}]
 """
+
+
+# -- the cluster tier: clients and namespaces on the real control plane ---------------------
+
+
+@pytest.fixture(scope="session")
+def llmkube_crds(kube_cluster: KubeCluster) -> list[Obj]:
+    """The generated CRDs, created on the real apiserver once and Established."""
+    return kube_cluster.install_crds(
+        sorted((Path(__file__).parent.parent / "charts/llmkube/crds").glob("*.yaml"))
+    )
+
+
+@pytest.fixture
+async def admin(kube_cluster: KubeCluster) -> AsyncIterator[KubeClient]:
+    """Our client with the cluster admin's certificate (system:masters)."""
+    client = await KubeClient.connect(None, str(kube_cluster.admin_kubeconfig))
+    yield client
+    await client.close()
+
+
+@pytest.fixture
+def namespace(kube_cluster: KubeCluster, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A namespace of this test's own on the shared cluster, deleted afterwards (the real
+    namespace controller empties it)."""
+    name = kube_cluster.new_namespace(request.node.name)
+    yield name
+    kube_cluster.delete_namespace(name)
+
+
+# The chart as the cluster tier installs it: defaults, less the webhook (its certificate
+# comes from cert-manager, which this cluster does not run).
+CLUSTER_CHART_VALUES: Obj = {"webhook": {"enabled": False}}
+
+
+@pytest.fixture(scope="session")
+def chart_controller(
+    kube_cluster: KubeCluster,
+    llmkube_crds: list[Obj],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[ControllerProcess]:
+    """The chart installed, and the controller running as a process with the chart's args
+    under the chart ServiceAccount's token: a rule missing from its ClusterRole is a 403."""
+    docs = chart.render(CLUSTER_CHART_VALUES)
+    install_chart(kube_cluster, docs, chart.NAMESPACE)
+    account = chart.find(docs, "ServiceAccount")["metadata"]["name"]
+    config = kube_cluster.kubeconfig_for(
+        chart.NAMESPACE, account, tmp_path_factory.mktemp("sa") / "kubeconfig"
+    )
+    proc = start_controller(kube_cluster, chart.controller_args(docs), config, "llmkube-0")
+    deadline = time.monotonic() + 120
+    while not proc.ready():
+        if time.monotonic() > deadline or not proc.component.running():
+            proc.component.stop()
+            raise AssertionError(f"the controller never became ready:\n{proc.log()[-4000:]}")
+        time.sleep(0.2)
+    yield proc
+    proc.component.stop()
