@@ -18,25 +18,19 @@ from controller.clock import REAL, Clock
 from controller.errors import ApiError
 from controller.kube import KubeClient
 from controller.manager import Manager, ManagerConfig
+from devcluster import KubeCluster, binaries_dir, missing_binaries
 from objtypes import Obj
 from testserver.process import ApiServerProcess
 
 from .support import chart
-from .support.kube_cluster import (
-    ControllerProcess,
-    KubeCluster,
-    binaries_dir,
-    install_chart,
-    missing_binaries,
-    start_controller,
-)
+from .support.kube_cluster import ControllerProcess, install_chart, start_controller
 
 T = TypeVar("T")
 log_setup.configure("warning")
 
 
 # -- tiers: `make test` runs `pytest -m unit`, then (if it passed) `pytest -m server`, then
-# `pytest -m cluster` (the real control plane: tests/support/kube_cluster.py) -------------
+# `pytest -m cluster` (the real control plane: devcluster/) ------------------------------
 
 
 # The fixtures that start the test API server process (kube and controller build on

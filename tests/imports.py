@@ -2,8 +2,9 @@
 
 Run by `make lint` (`python -m tests.imports`) and by tests/test_imports.py. The layers
 are those of docs/architecture.md: app -> webhook, reconcilers -> runtimes -> api,
-controller -> metrics; testserver imports none of them (it has its own kinds table), bench
-may import all, and nothing imports bench or testserver. And no module of tests/ imports a
+controller -> metrics; testserver imports none of them (it has its own kinds table),
+devcluster (the real control plane for development) only controller, bench may import all,
+and nothing imports bench, testserver or devcluster. And no module of tests/ imports a
 test module (tests/test_*.py): what several share lives in conftest.py or tests/support/.
 """
 
@@ -31,7 +32,8 @@ ALLOWED: dict[str, frozenset[str]] = {
     "metrics": frozenset({LEAF}),
     # The test server serves a cluster: its kinds are its own table (testserver/kinds.py).
     "testserver": frozenset({LEAF}),
-    "bench": frozenset({*PRODUCT, "testserver", LEAF}),
+    "devcluster": frozenset({"controller", LEAF}),
+    "bench": frozenset({*PRODUCT, "testserver", "devcluster", LEAF}),
     LEAF: frozenset(),
 }
 OURS = frozenset(ALLOWED)

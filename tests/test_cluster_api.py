@@ -15,9 +15,8 @@ from typing import Any
 import pytest
 import yaml
 
+from devcluster import KubeCluster, object_path
 from objtypes import Obj
-
-from .support.kube_cluster import KubeCluster, object_path
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "tests" / "data" / "llmkube-samples"

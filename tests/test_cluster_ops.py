@@ -14,12 +14,13 @@ from pathlib import Path
 
 import pytest
 
+from devcluster import KubeCluster
 from objtypes import Obj
 
 from .conftest import condition
 from .support import chart
 from .support.cluster_objects import apply_yaml, get, items, model_cache_volume, wait_for
-from .support.kube_cluster import ControllerProcess, KubeCluster, install_chart, start_controller
+from .support.kube_cluster import ControllerProcess, install_chart, start_controller
 
 SERVICE = """
 apiVersion: resource.k8s.io/v1

@@ -18,12 +18,13 @@ import pytest
 import yaml
 
 from app.manifests import EXAMPLES
+from devcluster import KubeCluster, kubeconfig
 from objtypes import Obj
 
 from .conftest import condition
 from .support import chart
 from .support.cluster_objects import apply_yaml, get, items, model_cache_volume, wait_for
-from .support.kube_cluster import ControllerProcess, KubeCluster, kubeconfig
+from .support.kube_cluster import ControllerProcess
 
 # Starting the control plane and waiting on it take longer than the suite's 120 s default.
 SAMPLES = Path(__file__).resolve().parent / "data" / "llmkube-samples"

@@ -19,10 +19,11 @@ import pytest
 import yaml
 
 from app.manifests import EXAMPLES
+from devcluster import KubeCluster, free_port
 
 from .support import chart
 from .support.cluster_objects import wait_for
-from .support.kube_cluster import ControllerProcess, KubeCluster, free_port, start_controller
+from .support.kube_cluster import ControllerProcess, start_controller
 
 pytestmark = pytest.mark.timeout(600)
 

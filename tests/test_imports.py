@@ -69,7 +69,7 @@ def test_reconcilers_reads_as_the_controllers_and_what_they_share() -> None:
 
 
 def test_every_package_says_what_it_is_and_api_holds_only_the_api() -> None:
-    for package in sorted(set(PRODUCT) | {"testserver", "bench"}):
+    for package in sorted(set(PRODUCT) | {"testserver", "devcluster", "bench"}):
         for init in sorted((ROOT / package).rglob("__init__.py")):
             tree = ast.parse(init.read_text())
             assert ast.get_docstring(tree), f"{init.relative_to(ROOT)} has no docstring"

@@ -13,9 +13,8 @@ from typing import Any, TypeVar
 
 import yaml
 
+from devcluster import KubeCluster
 from objtypes import Obj
-
-from .kube_cluster import KubeCluster
 
 T = TypeVar("T")
 # Generous: the tier runs beside other builds on 2 cores; nothing here is timed.

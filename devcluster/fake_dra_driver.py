@@ -8,7 +8,7 @@ This process does the same for nodes that have no GPU, so the real scheduler's D
 plugin has devices to allocate. It applies the objects (server-side apply, its own field
 manager) and keeps them there until it is stopped:
 
-    python -m tests.support.fake_dra_driver --kubeconfig K --nodes n1,n2 --gpus 4
+    python -m devcluster.fake_dra_driver --kubeconfig K --nodes n1,n2 --gpus 4
 """
 
 from __future__ import annotations
