@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import ssl
 import subprocess
 import sys
@@ -158,7 +159,7 @@ class KubeCluster:
         raise ClusterError(f"timed out after {START_TIMEOUT:.0f} s waiting for {what}\n{logs}")
 
     def _etcd(self) -> Component:
-        data = self.dir / "etcd-data"
+        data = self._etcd_data
         peer = f"http://127.0.0.1:{self.etcd_peer_port}"
         client = f"http://127.0.0.1:{self.etcd_port}"
         return self._component(
@@ -330,6 +331,35 @@ class KubeCluster:
     def restart_apiserver(self) -> None:
         """Stop the apiserver and start it again on the same port; etcd keeps the data."""
         self.components["kube-apiserver"].stop()
+        self.start_apiserver()
+
+    def snapshot_etcd(self, dest: Path) -> Path:
+        """A consistent copy of etcd's data, taken with etcd and the apiserver stopped (a
+        cold copy is what `etcdctl snapshot save` gives, without another binary)."""
+        self._stop_storage()
+        shutil.copytree(self._etcd_data, dest)
+        self._start_storage()
+        return dest
+
+    def restore_etcd(self, snapshot: Path) -> None:
+        """Put an older copy of etcd's data back, as a restore without `--bump-revision`
+        does: every resourceVersion goes back to where the copy was taken."""
+        self._stop_storage()
+        shutil.rmtree(self._etcd_data)
+        shutil.copytree(snapshot, self._etcd_data)
+        self._start_storage()
+
+    @property
+    def _etcd_data(self) -> Path:
+        return self.dir / "etcd-data"
+
+    def _stop_storage(self) -> None:
+        self.components["kube-apiserver"].stop()
+        self.components["etcd"].stop()
+
+    def _start_storage(self) -> None:
+        self._etcd().start()
+        self._wait("etcd /health", self._etcd_ready, "etcd")
         self.start_apiserver()
 
     def stop(self) -> None:
