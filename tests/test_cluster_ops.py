@@ -1,21 +1,26 @@
 """What users and the cluster do to our objects, on the real control plane.
 
-`kubectl scale` through our scale subresource, `kubectl rollout restart` (another field
-manager's annotation on our Deployment's pod template, which our server-side applies must
-keep), the apiserver restarted with etcd kept, and leader election between two controller
-processes on the real Lease API.
+`kubectl scale` through our scale subresource, an HPA driving it, `kubectl rollout
+restart` (another field manager's annotation on our Deployment's pod template, which our
+server-side applies must keep), `kubectl edit` of a field we own (put back) and of one we
+do not (kept), the apiserver restarted with etcd kept, and leader election between two
+controller processes on the real Lease API.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from devcluster import KubeCluster
 from objtypes import Obj
+from reconcilers.writes.apply import FIELD_MANAGER
 
 from .conftest import condition
 from .support import chart
@@ -51,6 +56,29 @@ apiVersion: inference.llmkube.dev/v1alpha1
 kind: InferenceService
 metadata: {name: small}
 spec: {modelRef: small, replicas: 1}
+"""
+
+HPA = """
+apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata: {name: small}
+spec:
+  scaleTargetRef: {apiVersion: inference.llmkube.dev/v1alpha1, kind: InferenceService, name: small}
+  minReplicas: 2
+  maxReplicas: 3
+  metrics:
+    - type: Resource
+      resource: {name: cpu, target: {type: Utilization, averageUtilization: 80}}
+"""
+
+# kubectl edit's editor: changes the image (a field we own) and adds a label (one we don't).
+EDITOR = """
+import sys, yaml
+path = sys.argv[-1]
+doc = yaml.safe_load(open(path))
+doc["spec"]["template"]["spec"]["containers"][0]["image"] = "example.com/edited:1"
+doc["metadata"].setdefault("labels", {})["team"] = "edited"
+open(path, "w").write(yaml.safe_dump(doc))
 """
 
 # Starting the control plane and waiting on it take longer than the suite's 120 s default.
@@ -115,6 +143,68 @@ def test_kubectl_scale_isvc_goes_through_to_allocated_pods(
     scale = kube_cluster.http("GET", isvc_path(namespace) + "/scale")
     assert scale["spec"]["replicas"] == 3 and scale["status"]["replicas"] == 3
     assert isvc["spec"]["replicas"] == 3
+
+
+def test_an_hpa_drives_the_inferenceservice_through_its_scale_subresource(
+    kube_cluster: KubeCluster, chart_controller: ControllerProcess, namespace: str
+) -> None:
+    """The real HPA controller reads /scale and writes spec.replicas there; below
+    minReplicas it scales up without metrics (this cluster has no metrics server)."""
+    deploy(kube_cluster, namespace)
+    apply_yaml(kube_cluster, HPA, namespace)
+
+    def scaled_to_two() -> Obj | None:
+        isvc = get(kube_cluster, isvc_path(namespace)) or {}
+        status = isvc.get("status") or {}
+        done = isvc["spec"].get("replicas") == 2 and status.get("replicas") == 2
+        return isvc if done and len(ready_pods(kube_cluster, namespace)) == 2 else None
+
+    isvc = wait_for(scaled_to_two, "minReplicas through /scale, 2 Ready pods", kube_cluster)
+    managers = {f["manager"] for f in isvc["metadata"]["managedFields"]}
+    assert "kube-controller-manager" in managers, managers
+    hpa_path = f"/apis/autoscaling/v2/namespaces/{namespace}/horizontalpodautoscalers/small"
+
+    def rescaled() -> Obj | None:
+        hpa = get(kube_cluster, hpa_path) or {}
+        able = (condition(hpa, "AbleToScale") or {}).get("status") == "True"
+        return hpa if able and (hpa.get("status") or {}).get("currentReplicas") == 2 else None
+
+    hpa = wait_for(rescaled, "the HPA reading 2 replicas from /scale", kube_cluster)
+    assert hpa["status"]["desiredReplicas"] == 2
+
+
+@needs_kubectl
+def test_kubectl_edit_of_a_field_we_own_is_put_back_and_of_one_we_do_not_is_kept(
+    kube_cluster: KubeCluster, chart_controller: ControllerProcess, namespace: str, tmp_path: Path
+) -> None:
+    deploy(kube_cluster, namespace)
+    dep_path = f"/apis/apps/v1/namespaces/{namespace}/deployments/small"
+    ours = (get(kube_cluster, dep_path) or {})["spec"]["template"]["spec"]["containers"][0]
+    # The editor kubectl runs: a script changing the file it is handed, as a user would.
+    editor = tmp_path / "editor.py"
+    editor.write_text(EDITOR)
+    config = f"--kubeconfig={kube_cluster.admin_kubeconfig}"
+    run = subprocess.run(
+        ["kubectl", config, "-n", namespace, "edit", "deployment/small"],
+        env={**os.environ, "KUBE_EDITOR": f"{sys.executable} {editor}"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0 and "edited" in run.stdout, run.stdout + run.stderr
+
+    def put_back() -> Obj | None:
+        dep = get(kube_cluster, dep_path) or {}
+        image = dep["spec"]["template"]["spec"]["containers"][0]["image"]
+        return dep if image == ours["image"] else None
+
+    dep = wait_for(put_back, f"our image {ours['image']} applied again", kube_cluster)
+    assert dep["metadata"]["labels"]["team"] == "edited"  # not ours: kept
+    owners = [
+        f["manager"] for f in dep["metadata"]["managedFields"] if '"f:image"' in json.dumps(f)
+    ]
+    assert owners == [FIELD_MANAGER], owners
+    assert not chart_controller.api_errors(namespace)
 
 
 @needs_kubectl
