@@ -49,7 +49,7 @@ SERVER_FIXTURES = frozenset(
 
 
 # The fixtures that start the real control plane (etcd, kube-apiserver, ...): the third tier.
-CLUSTER_FIXTURES = frozenset({"kube_cluster"})
+CLUSTER_FIXTURES = frozenset({"kube_cluster", "own_kube_cluster"})
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -79,6 +79,19 @@ def kube_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeClust
             "run `make kube-binaries` (scripts/build-kube.sh), which says why it fails"
         )
     cluster = KubeCluster(bin_dir, tmp_path_factory.mktemp("kube")).start()
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture
+def own_kube_cluster(tmp_path: Path) -> Iterator[KubeCluster]:
+    """A control plane of this test's own, for what would disturb the others (etcd put
+    back to an older copy); skipped like `kube_cluster`."""
+    bin_dir = binaries_dir()
+    missing = missing_binaries(bin_dir)
+    if missing:
+        pytest.skip(f"Kubernetes binaries not built ({', '.join(missing)} missing in {bin_dir})")
+    cluster = KubeCluster(bin_dir, tmp_path / "kube").start()
     yield cluster
     cluster.stop()
 
@@ -341,18 +354,22 @@ def chart_controller(
 ) -> Iterator[ControllerProcess]:
     """The chart installed, and the controller running as a process with the chart's args
     under the chart ServiceAccount's token: a rule missing from its ClusterRole is a 403."""
+    proc = run_chart_controller(kube_cluster, tmp_path_factory.mktemp("sa"))
+    yield proc
+    proc.component.stop()
+
+
+def run_chart_controller(cluster: KubeCluster, directory: Path) -> ControllerProcess:
+    """Install the chart (CLUSTER_CHART_VALUES) and start its controller; once ready."""
     docs = chart.render(CLUSTER_CHART_VALUES)
-    install_chart(kube_cluster, docs, chart.NAMESPACE)
+    install_chart(cluster, docs, chart.NAMESPACE)
     account = chart.find(docs, "ServiceAccount")["metadata"]["name"]
-    config = kube_cluster.kubeconfig_for(
-        chart.NAMESPACE, account, tmp_path_factory.mktemp("sa") / "kubeconfig"
-    )
-    proc = start_controller(kube_cluster, chart.controller_args(docs), config, "llmkube-0")
+    config = cluster.kubeconfig_for(chart.NAMESPACE, account, directory / "kubeconfig")
+    proc = start_controller(cluster, chart.controller_args(docs), config, "llmkube-0")
     deadline = time.monotonic() + 120
     while not proc.ready():
         if time.monotonic() > deadline or not proc.component.running():
             proc.component.stop()
             raise AssertionError(f"the controller never became ready:\n{proc.log()[-4000:]}")
         time.sleep(0.2)
-    yield proc
-    proc.component.stop()
+    return proc
