@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Build the real Kubernetes control plane the cluster test tier runs (tests/support/
-# kube_cluster.py): etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok,
-# from their Go modules, at pinned versions, and cache the binaries.
+# Build the real Kubernetes control plane that devcluster/ starts (the cluster test tier,
+# the demo and the bench run on it): etcd, kube-apiserver, kube-controller-manager,
+# kube-scheduler and kwok, from their Go modules, at pinned versions, and cache them.
 #
 #   scripts/build-kube.sh          prints the binaries' folder (builds them once)
 #   scripts/build-kube.sh --path   prints where the folder is or would be; no build

@@ -9,6 +9,9 @@ unknown field fails the apply, and read back, so a field dropped any other way s
 from __future__ import annotations
 
 import copy
+import os
+import re
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +33,35 @@ FOREIGN_KINDS = frozenset({"HTTPScaledObject"})
 
 # Starting the control plane and waiting on it take longer than the suite's 120 s default.
 pytestmark = pytest.mark.timeout(600)
+
+
+def _version(binary: Path) -> str:
+    run = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=30)
+    return run.stdout + run.stderr
+
+
+def test_the_control_plane_is_the_pinned_releases(kube_cluster: KubeCluster) -> None:
+    """The releases the tier promises (K8S_VERSION, default 1.34.4; etcd as that release's
+    go.mod pins it; kwok 0.8.0), every component still running."""
+    k8s = os.environ.get("K8S_VERSION", "1.34.4").removeprefix("v")
+    assert kube_cluster.http("GET", "/version")["gitVersion"] == f"v{k8s}"
+    for binary in ("kube-controller-manager", "kube-scheduler"):
+        assert _version(kube_cluster.bin / binary).strip() == f"Kubernetes v{k8s}"
+    # etcd: the release k8s.io/kubernetes's go.mod requires, asked of Go in the build module.
+    pinned = subprocess.run(
+        ["go", "list", "-m", "-f", "{{.Version}}", "go.etcd.io/etcd/server/v3"],
+        cwd=kube_cluster.bin.parent / "src" / "kube",
+        env={**os.environ, "GOPROXY": "off", "GOFLAGS": "-mod=mod"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout.strip()
+    assert re.fullmatch(r"v3\.\d+\.\d+", pinned), pinned
+    assert f"etcd Version: {pinned[1:]}\n" in _version(kube_cluster.bin / "etcd")
+    assert _version(kube_cluster.bin / "kwok").startswith("kwok version v0.8.0 ")
+    stopped = [n for n, c in kube_cluster.components.items() if not c.running()]
+    assert not stopped, stopped
 
 
 def test_generated_crds_are_structural_and_established(
