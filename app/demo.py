@@ -447,7 +447,7 @@ async def cluster_site() -> Site | None:
         kubeconfig=kubeconfig,
         runs_loader=False,
         needs_cache_volume=True,
-        timeout=180,
+        timeout=150,  # generous: nothing here is timed, a busy 2-core machine is slow
         stop=lambda: _terminate(proc, 120),
         hints=[
             f"KUBECONFIG={kubeconfig} kubectl get pods,resourceclaims",
