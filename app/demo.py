@@ -52,6 +52,7 @@ from controller.resources import (
 )
 from objtypes import Obj
 from reconcilers.settings import CacheSettings, Settings
+from reconcilers.sources.cache_claim import SHARED_CLAIM
 from reconcilers.sources.loader import LOADER_NAME
 
 from .controllers import reconcilers
@@ -99,7 +100,7 @@ SIMULATED_LOADER = '  podAnnotations: {"sim.llmkube.dev/loader-seconds": "2"}\n'
 # containers), so a PersistentVolume is bound ahead to the namespace's cache claim.
 PERSISTENT_VOLUME = ResourceType("", "v1", "persistentvolumes", "PersistentVolume", False)
 NAMESPACE = "default"
-CACHE_CLAIM = "llmkube-model-cache"  # the shared cache claim (reconcilers/sources/cache_claim.py)
+CACHE_CLAIM = SHARED_CLAIM  # the namespace's shared cache claim, llmkube-model-cache
 CLUSTER_NODES, CLUSTER_GPUS = 2, 4
 # Starting the control plane on a busy 2-core machine (each component may take 120 s).
 CLUSTER_START_TIMEOUT = 600.0
@@ -111,7 +112,7 @@ class Site:
     the demo's checks depend on."""
 
     name: str  # "the simulated DRA-only cluster"
-    banner: str  # the first line printed
+    banner: str  # printed first: what runs where
     server: str | None  # the API server's URL, or None: the kubeconfig's
     kubeconfig: str | None
     runs_loader: bool  # its kubelet runs the model loader, which reports what it staged
