@@ -1,5 +1,6 @@
 # Two commands do the whole set-up on a fresh machine (Python 3.11+ with venv):
 #   make demo   installs everything and runs the controller against the bundled test API server
+#   make demo-cluster   the same demo on the real Kubernetes control plane (devcluster/)
 #   make test   installs everything and runs lint, type checks and all tests
 PYTHON ?= python3
 VENV   := .venv
@@ -60,6 +61,13 @@ K8S_VERSION ?= 1.34.4
 kube-binaries:
 	@K8S_VERSION=$(K8S_VERSION) scripts/build-kube.sh >/dev/null \
 		|| echo "the Kubernetes binaries were not built: the cluster tier will skip"
+
+# The same demo on the real control plane (devcluster/: the binaries above, kwok nodes, the
+# real scheduler allocating the DRA claims). Where the binaries could not be built, the
+# demo says which are missing and exits 2.
+.PHONY: demo-cluster
+demo-cluster: $(STAMP) kube-binaries
+	K8S_VERSION=$(K8S_VERSION) $(BIN)/llmkube-controller demo --cluster
 
 # Three tiers, each test in exactly one (markers set by tests/conftest.py): the unit tests,
 # then, only if they passed, those that start the test API server, then those that start

@@ -1,4 +1,5 @@
-"""`llmkube-controller`: run the controller, or the local demo against the test API server.
+"""`llmkube-controller`: run the controller, or the local demo against the test API server
+(`demo --cluster`: against the real control plane of a source checkout).
 
 Flags follow controller-runtime's spelling (--metrics-bind-address,
 --health-probe-bind-address, --leader-elect, --zap-log-level); the earlier spellings
@@ -276,12 +277,23 @@ def parser() -> argparse.ArgumentParser:
         "run", help="reconcile Models, InferenceServices and GPUQuotas (the default)"
     )
     _add_run_flags(run)
-    demo = sub.add_parser("demo", help="run the seed-guide examples against the test API server")
+    demo = sub.add_parser(
+        "demo",
+        help="run the seed-guide examples against the test API server "
+        "(--cluster: the real control plane)",
+    )
     _add_log_level(demo, "warning")
     demo.add_argument(
         "--keep-running",
         action="store_true",
         help="keep the API server and controller up after the walk-through",
+    )
+    demo.add_argument(
+        "--cluster",
+        action="store_true",
+        help="run it on the real control plane of the source checkout (devcluster/: "
+        "kube-apiserver, the scheduler allocating DRA claims, kwok nodes) instead of the "
+        "test API server; `make demo-cluster`",
     )
     return p
 
@@ -378,7 +390,10 @@ def main(argv: list[str] | None = None) -> None:
     if args.command == "demo":
         from .demo import demo
 
-        sys.exit(asyncio.run(demo(keep_running=args.keep_running)))
+        try:
+            sys.exit(asyncio.run(demo(keep_running=args.keep_running, cluster=args.cluster)))
+        except KeyboardInterrupt:  # Ctrl-C: the demo stopped its API server on the way out
+            sys.exit(130)
     sys.exit(asyncio.run(run(args)))
 
 

@@ -1,14 +1,25 @@
-"""The local demo: the seed guide's examples on a simulated DRA-only cluster.
+"""The local demo: the seed guide's examples on a DRA-only cluster.
 
-Starts the bundled test API server with a simulated cluster whose nodes advertise
-no nvidia.com/gpu, only 6 GPUs reachable through DRA claims; installs the CRDs;
-applies examples/single-gpu.yaml and examples/multi-gpu.yaml, the multi-GPU example
-once more without `count` (sized from its two-gpus template), and one Model that
-breaks a rule; runs the controller; and prints what it built and what DRA allocated.
+Starts an API server (a `Site`: where the demo runs), installs the CRDs; applies
+examples/single-gpu.yaml and examples/multi-gpu.yaml, the multi-GPU example once more
+without `count` (sized from its two-gpus template), one Model that breaks a rule, and a
+downloaded GGUF served by two replicas; runs the controller in this process; and prints
+what it built and what DRA allocated. The steps and the report are the same on both sites:
 
-The test API server is not part of the product wheel: it is the separate distribution
-`llmkube-py-testserver` (built from testserver/, installed by `make install`, or
-`pip install 'llmkube-py[demo]'`).
+- `llmkube-controller demo` (`make demo`): the bundled test API server with a simulated
+  cluster whose nodes advertise no nvidia.com/gpu, only 6 GPUs reachable through DRA
+  claims, and a simulated kubelet that runs the model loader. The test API server is not
+  part of the product wheel: it is the separate distribution `llmkube-py-testserver`
+  (built from testserver/, installed by `make install`, or `pip install 'llmkube-py[demo]'`).
+- `llmkube-controller demo --cluster` (`make demo-cluster`): the real control plane of
+  devcluster/ (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok and a
+  fake DRA driver: 2 nodes x 4 GPUs, no nvidia.com/gpu either), started as the program
+  `python -m devcluster` from the source checkout (it is not in the wheel). The real
+  resourceclaim controller makes the claims and the real scheduler allocates them. kwok
+  runs no containers: it reports every init container Completed with no termination
+  message, so no loader report reaches the downloaded Model, which stays Pending while
+  its replicas are Ready; and the cluster has no volume provisioner, so the demo binds a
+  PersistentVolume to the model cache claim ahead.
 """
 
 from __future__ import annotations
@@ -17,18 +28,32 @@ import asyncio
 import importlib.util
 import json
 import re
+import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
 
 from prometheus_client import generate_latest
 
 from controller.errors import ApiError
 from controller.kube import KubeClient
 from controller.manager import Manager, ManagerConfig
-from controller.resources import DEPLOYMENT, INFERENCE_SERVICE, MODEL, POD, RESOURCE_CLAIM
+from controller.resources import (
+    DEPLOYMENT,
+    GPU_QUOTA,
+    INFERENCE_SERVICE,
+    MODEL,
+    PERSISTENT_VOLUME_CLAIM,
+    POD,
+    RESOURCE_CLAIM,
+    ResourceType,
+)
 from objtypes import Obj
 from reconcilers.settings import CacheSettings, Settings
+from reconcilers.sources.cache_claim import SHARED_CLAIM
+from reconcilers.sources.loader import LOADER_NAME
 
 from .controllers import reconcilers
 from .kubectl import render_status
@@ -52,8 +77,7 @@ spec:
 
 
 FROM_CLAIMS = "qwen3-32b-from-claims"
-# Model delivery: a downloaded GGUF the loader stages once in the shared cache PVC. The
-# simulated loader takes 2 s (pod annotation), so the Model is seen Downloading.
+# Model delivery: a downloaded GGUF the loader stages once in the shared cache PVC.
 DELIVERY = """
 apiVersion: inference.llmkube.dev/v1alpha1
 kind: Model
@@ -68,8 +92,34 @@ spec:
   modelRef: tinyllama
   runtime: llamacpp
   replicas: 2
-  podAnnotations: {"sim.llmkube.dev/loader-seconds": "2"}
 """
+# The simulated loader takes 2 s (a pod annotation only the simulated kubelet reads), so
+# the Model is seen Downloading.
+SIMULATED_LOADER = '  podAnnotations: {"sim.llmkube.dev/loader-seconds": "2"}\n'
+# The control plane has no volume provisioner (nothing is ever mounted: kwok runs no
+# containers), so a PersistentVolume is bound ahead to the namespace's cache claim.
+PERSISTENT_VOLUME = ResourceType("", "v1", "persistentvolumes", "PersistentVolume", False)
+NAMESPACE = "default"
+CACHE_CLAIM = SHARED_CLAIM  # the namespace's shared cache claim, llmkube-model-cache
+CLUSTER_NODES, CLUSTER_GPUS = 2, 4
+# Starting the control plane on a busy 2-core machine (each component may take 120 s).
+CLUSTER_START_TIMEOUT = 600.0
+
+
+@dataclass
+class Site:
+    """Where the demo runs: how to reach its API server, and what its cluster does that
+    the demo's checks depend on."""
+
+    name: str  # "the simulated DRA-only cluster"
+    banner: str  # printed first: what runs where
+    server: str | None  # the API server's URL, or None: the kubeconfig's
+    kubeconfig: str | None
+    runs_loader: bool  # its kubelet runs the model loader, which reports what it staged
+    needs_cache_volume: bool  # no provisioner: a PersistentVolume for the cache claim
+    timeout: float  # how long each wait of the demo may take on it
+    stop: Callable[[], Awaitable[None]]
+    hints: list[str] = field(default_factory=list)  # commands to try with --keep-running
 
 
 def _without_count(text: str) -> str:
@@ -92,7 +142,7 @@ async def _wait_all(
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         statuses = [
-            ((await client.get(INFERENCE_SERVICE, "default", name)) or {}).get("status") or {}
+            ((await client.get(INFERENCE_SERVICE, NAMESPACE, name)) or {}).get("status") or {}
             for name in names
         ]
         if all(done(status) for status in statuses):
@@ -111,10 +161,51 @@ def _allocated(status: Obj) -> bool:
     return bool(alloc) and alloc.get("allocatedDevices") == alloc.get("expectedDevices")
 
 
-async def _report(client: KubeClient, manager: Manager, names: list[str]) -> None:
+def _pod_ready(pod: Obj) -> bool:
+    return any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in (pod.get("status") or {}).get("conditions") or []
+    )
+
+
+async def _served(client: KubeClient, timeout: float) -> None:
+    """Until the API server serves our kinds: a real one does once the CRDs are
+    Established, a moment after they are created."""
+    deadline = time.monotonic() + timeout
+    for rt in (MODEL, INFERENCE_SERVICE, GPU_QUOTA):
+        while True:
+            try:
+                await client.list(rt, NAMESPACE)
+                break
+            except ApiError as e:
+                if not e.not_found or time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(0.2)
+
+
+async def _cache_volume(client: KubeClient) -> None:
+    await client.create(
+        PERSISTENT_VOLUME,
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": f"demo-{CACHE_CLAIM}"},
+            "spec": {
+                "capacity": {"storage": "100Gi"},
+                "accessModes": ["ReadWriteOnce"],
+                "persistentVolumeReclaimPolicy": "Delete",
+                "hostPath": {"path": "/tmp/llmkube-demo-model-cache"},  # never mounted
+                "claimRef": {"namespace": NAMESPACE, "name": CACHE_CLAIM},
+            },
+        },
+    )
+    print(f"PersistentVolume demo-{CACHE_CLAIM} bound ahead to the claim {CACHE_CLAIM}")
+
+
+async def _report(client: KubeClient, manager: Manager, site: Site, names: list[str]) -> None:
     for name in names:
-        isvc = await client.get(INFERENCE_SERVICE, "default", name)
-        dep = await client.get(DEPLOYMENT, "default", name) or {}
+        isvc = await client.get(INFERENCE_SERVICE, NAMESPACE, name)
+        dep = await client.get(DEPLOYMENT, NAMESPACE, name) or {}
         pod_spec = dep.get("spec", {}).get("template", {}).get("spec", {})
         container = (pod_spec.get("containers") or [{}])[0]
         print(f"\nInferenceService {name}  phase={(isvc or {}).get('status', {}).get('phase')}")
@@ -136,11 +227,12 @@ async def _report(client: KubeClient, manager: Manager, names: list[str]) -> Non
             print(f"    {pod['name']}: {devices or 'none yet'}")
         print("  conditions:")
         print(_conditions(isvc))
-    pods, _ = await client.list(POD, "default")
-    claims, _ = await client.list(RESOURCE_CLAIM, "default")
-    print("\nPods on the simulated DRA-only cluster:")
+    pods, _ = await client.list(POD, NAMESPACE)
+    claims, _ = await client.list(RESOURCE_CLAIM, NAMESPACE)
+    print(f"\nPods on {site.name}:")
     for pod in pods:
-        print(f"  {pod['metadata']['name']:<40} {pod.get('status', {}).get('phase')}")
+        node = pod.get("spec", {}).get("nodeName") or "-"
+        print(f"  {pod['metadata']['name']:<40} {pod.get('status', {}).get('phase')}  node {node}")
     print("ResourceClaims made from the templates and allocated:")
     for claim in claims:
         devices = claim.get("status", {}).get("allocation", {}).get("devices", {}).get("results")
@@ -158,47 +250,85 @@ async def _report(client: KubeClient, manager: Manager, names: list[str]) -> Non
             print(f"  {line}")
 
 
-async def _delivery(client: KubeClient, timeout: float = 30) -> bool:
-    """The Model's phases as they change, then what each replica's loader reported."""
-    await apply_text(client, DELIVERY)
+async def _tinyllama_pods(client: KubeClient) -> list[Obj]:
+    pods, _ = await client.list(POD, NAMESPACE)
+    label = "inference.llmkube.dev/inferenceservice"
+    return [p for p in pods if p["metadata"].get("labels", {}).get(label) == "tinyllama"]
+
+
+async def _delivery(client: KubeClient, site: Site) -> tuple[bool, str]:
+    """The Model's phases as they change, then what each replica's loader reported; the
+    outcome, and what it shows."""
+    await apply_text(client, DELIVERY + (SIMULATED_LOADER if site.runs_loader else ""))
     print("\napplied Model tinyllama (https GGUF) and InferenceService tinyllama (2 replicas)")
     phases: list[str] = []
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + site.timeout
     model: Obj = {}
-    while time.monotonic() < deadline and (not phases or phases[-1] not in ("Ready", "Failed")):
-        model = await client.get(MODEL, "default", "tinyllama") or {}
+    pods: list[Obj] = []
+    while time.monotonic() < deadline:
+        model = await client.get(MODEL, NAMESPACE, "tinyllama") or {}
         phase = (model.get("status") or {}).get("phase")
         if phase and (not phases or phases[-1] != phase):
             phases.append(phase)
             print(f"  Model tinyllama phase: {phase}")
+        pods = await _tinyllama_pods(client)
+        if site.runs_loader and phases and phases[-1] in ("Ready", "Failed"):
+            break
+        if not site.runs_loader and len(pods) == 2 and all(map(_pod_ready, pods)):
+            break  # kwok made both Ready: no loader report is coming
         await asyncio.sleep(0.05)
     status = model.get("status") or {}
     for key in ("cacheKey", "path", "size", "sha256", "stagedFiles"):
         print(f"  status.{key}: {status.get(key)}")
-    pods, _ = await client.list(POD, "default")
     downloads = []
     for pod in pods:
-        if pod["metadata"]["labels"].get("inference.llmkube.dev/inferenceservice") != "tinyllama":
-            continue
+        name = pod["metadata"]["name"]
         for s in (pod.get("status") or {}).get("initContainerStatuses") or []:
             term = (s.get("state") or {}).get("terminated") or {}
-            if term:
-                report = json.loads(term.get("message") or "{}")
-                downloads.append(len(report.get("downloaded") or []))
-                how = "downloaded it" if report.get("downloaded") else "reused the cached file"
-                print(f"  pod {pod['metadata']['name']}: model-loader {how}")
+            if s.get("name") != LOADER_NAME or not term:
+                continue
+            if not term.get("message"):
+                print(f"  pod {name}: model-loader {term.get('reason')}, no report (nothing ran)")
+                continue
+            report = json.loads(term["message"])
+            downloads.append(len(report.get("downloaded") or []))
+            how = "downloaded it" if report.get("downloaded") else "reused the cached file"
+            print(f"  pod {name}: model-loader {how}")
     volume = ""
-    dep = await client.get(DEPLOYMENT, "default", "tinyllama") or {}
+    dep = await client.get(DEPLOYMENT, NAMESPACE, "tinyllama") or {}
     for v in dep.get("spec", {}).get("template", {}).get("spec", {}).get("volumes") or []:
         if v.get("name") == "model-cache":
             volume = v["persistentVolumeClaim"]["claimName"]
     print(f"  both replicas mount PVC {volume or '-'} read-only at /models")
-    return "Downloading" in phases and phases[-1] == "Ready" and sorted(downloads) == [0, 1]
+    if site.runs_loader:
+        ok = "Downloading" in phases and phases[-1] == "Ready" and sorted(downloads) == [0, 1]
+        return (
+            ok,
+            "the Model went Downloading -> Ready and the second replica reused the cached file",
+        )
+    claim = await client.get(PERSISTENT_VOLUME_CLAIM, NAMESPACE, volume or CACHE_CLAIM) or {}
+    bound = (claim.get("status") or {}).get("phase")
+    print(
+        f"  PVC {volume or CACHE_CLAIM}: {bound}, volume {claim.get('spec', {}).get('volumeName')}"
+    )
+    print(f"  Model tinyllama stays {phases[-1] if phases else '-'}:")
+    print(_conditions(model))
+    ready = len(pods) == 2 and all(map(_pod_ready, pods))
+    ok = ready and bound == "Bound" and phases[-1:] == ["Pending"] and downloads == []
+    return ok, (
+        "tinyllama's two replicas are Ready on kwok nodes and share the bound cache PVC; "
+        "kwok runs no loader, so the Model stays Pending"
+    )
 
 
 MISSING_TESTSERVER = """\
 The demo runs against the bundled test API server, which is not installed.
 Install it with:  pip install 'llmkube-py[demo]'   (or: pip install llmkube-py-testserver)"""
+
+MISSING_DEVCLUSTER = """\
+The demo on the real control plane needs a source checkout of llmkube-py: devcluster/
+(not in the wheel) and the Kubernetes binaries `make kube-binaries` builds.
+From the checkout:  make demo-cluster"""
 
 
 class ApiServer:
@@ -228,28 +358,148 @@ class ApiServer:
         return cls(proc, line.split(" ", 1)[1])
 
     async def stop(self) -> None:
-        if self.proc.returncode is None:
-            self.proc.terminate()
-            try:
-                await asyncio.wait_for(self.proc.wait(), 10)
-            except TimeoutError:
-                self.proc.kill()
-                await self.proc.wait()
+        await _terminate(self.proc, 10)
 
 
-async def demo(keep_running: bool = False) -> int:
+async def _terminate(proc: asyncio.subprocess.Process, grace: float) -> None:
+    if proc.returncode is None:
+        proc.terminate()
+        try:
+            await asyncio.wait_for(proc.wait(), grace)
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()
+
+
+async def simulated_site() -> Site | None:
     if importlib.util.find_spec("testserver") is None:
         print(MISSING_TESTSERVER, file=sys.stderr)
-        return 2
+        return None
     server = await ApiServer.start("--simulate-cluster", "dra=6,plugin=0")
-    print(f"Test API server with a simulated DRA-only cluster (6 GPUs) at {server.url}")
-    client = await KubeClient.connect(server.url)
+    return Site(
+        name="the simulated DRA-only cluster",
+        banner=f"Test API server with a simulated DRA-only cluster (6 GPUs) at {server.url}",
+        server=server.url,
+        kubeconfig=None,
+        runs_loader=True,
+        needs_cache_volume=False,
+        timeout=30,
+        stop=server.stop,
+        hints=[
+            f"kubectl --server {server.url} get pods",
+            f"kubectl llmkube status qwen3-32b --server {server.url}",
+        ],
+    )
+
+
+def source_checkout() -> Path | None:
+    """The checkout this module runs from (an editable install), if devcluster/ is there."""
+    root = Path(__file__).resolve().parents[1]
+    return root if (root / "devcluster" / "__main__.py").is_file() else None
+
+
+async def cluster_site() -> Site | None:
+    """The real control plane, as the program `python -m devcluster` (a child in a session
+    of its own: it stops every component when told once, by SIGTERM)."""
+    root = source_checkout()
+    if root is None:
+        print(MISSING_DEVCLUSTER, file=sys.stderr)
+        return None
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-u",
+        "-m",
+        "devcluster",
+        f"--nodes={CLUSTER_NODES}",
+        f"--gpus={CLUSTER_GPUS}",
+        cwd=root,
+        stdout=asyncio.subprocess.PIPE,
+        start_new_session=True,
+    )
+    assert proc.stdout is not None
+    ready = kubeconfig = ""
+    try:
+        while not kubeconfig:
+            line = await asyncio.wait_for(proc.stdout.readline(), CLUSTER_START_TIMEOUT)
+            if not line:  # it exited; its stderr (ours) said why
+                break
+            text = line.decode().strip()
+            if text.startswith("ready in "):
+                ready = text
+            elif text.startswith("export KUBECONFIG="):
+                kubeconfig = text.split("=", 1)[1]
+    except BaseException:
+        await _terminate(proc, 120)
+        raise
+    if not kubeconfig:
+        await _terminate(proc, 120)
+        print(
+            "The real control plane did not start (python -m devcluster, above).", file=sys.stderr
+        )
+        return None
+    return Site(
+        name=f"the real control plane ({CLUSTER_NODES} kwok nodes)",
+        banner=(
+            f"Real control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, "
+            f"kwok; {CLUSTER_NODES} nodes x {CLUSTER_GPUS} GPUs through DRA only) {ready}\n"
+            f"admin kubeconfig: {kubeconfig}"
+        ),
+        server=None,
+        kubeconfig=kubeconfig,
+        runs_loader=False,
+        needs_cache_volume=True,
+        timeout=150,  # generous: nothing here is timed, a busy 2-core machine is slow
+        stop=lambda: _terminate(proc, 120),
+        hints=[
+            f"KUBECONFIG={kubeconfig} kubectl get pods,resourceclaims",
+            f"kubectl llmkube status qwen3-32b --kubeconfig {kubeconfig}",
+        ],
+    )
+
+
+async def demo(keep_running: bool = False, cluster: bool = False) -> int:
+    """The demo on the chosen site, which is stopped however the demo ends: Ctrl-C, or
+    SIGTERM (`kill`, `timeout`), which cancels it here."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    assert task is not None
+    terminated = asyncio.Event()
+
+    def on_sigterm() -> None:
+        terminated.set()
+        task.cancel()
+
+    loop.add_signal_handler(signal.SIGTERM, on_sigterm)
+    try:
+        site = await (cluster_site() if cluster else simulated_site())
+        if site is None:
+            return 2
+        try:
+            return await run_demo(site, keep_running)
+        finally:
+            await site.stop()
+    except asyncio.CancelledError:
+        if not terminated.is_set():  # Ctrl-C: asyncio.run raises KeyboardInterrupt
+            raise
+        print("Demo stopped (SIGTERM).", file=sys.stderr)
+        return 128 + signal.SIGTERM
+    finally:
+        loop.remove_signal_handler(signal.SIGTERM)
+
+
+async def run_demo(site: Site, keep_running: bool = False) -> int:
+    """The demo's steps and report, on the site's API server: 0 when every check held."""
+    print(site.banner)
+    client = await KubeClient.connect(site.server, site.kubeconfig)
     config = ManagerConfig(http_host="127.0.0.1", http_port=0, workers=2)
     cache = CacheSettings(enabled=True)  # the chart's default: the shared cache PVC
     manager = Manager(client, config, reconcilers=reconcilers(Settings(model_cache=cache)))
     bind_domain_metrics(manager)
     try:
         await install_crds(client)
+        await _served(client, site.timeout)
+        if site.needs_cache_volume:
+            await _cache_volume(client)
         await manager.start()
         await manager.wait_synced()
         for example in ("single-gpu.yaml", "multi-gpu.yaml"):
@@ -265,28 +515,27 @@ async def demo(keep_running: bool = False) -> int:
             print(f"Model claims-and-resource-name (breaks a rule) rejected: {e.message}")
             ok_rejected = True
         names = ["qwen3-embedding", "qwen3-32b", FROM_CLAIMS]
-        ok = await _wait_all(client, names, 30, _ready) and ok_rejected
+        ok = await _wait_all(client, names, site.timeout, _ready) and ok_rejected
         await manager.wait_idle()
-        ok = ok and await _wait_all(client, names, 10, _allocated)
-        await _report(client, manager, names)
+        ok = ok and await _wait_all(client, names, site.timeout, _allocated)
+        await _report(client, manager, site, names)
         for name in (names[1], FROM_CLAIMS):
             print(f"\n$ kubectl llmkube status {name}")
-            print(await render_status(client, "default", name))
-        delivered = await _delivery(client)
+            print(await render_status(client, NAMESPACE, name))
+        delivered, shown = await _delivery(client, site)
         ok = ok and delivered
         print(
             "\nDemo",
-            "succeeded: all three services serve on DRA claims; the Model went Downloading -> "
-            "Ready and the second replica reused the cached file."
+            f"succeeded on {site.name}: all three services serve on DRA claims; {shown}."
             if ok
             else "FAILED.",
         )
         if keep_running:
-            print(f"Still running (Ctrl-C stops); try:\n  kubectl --server {server.url} get pods")
-            print(f"  kubectl llmkube status {names[1]} --server {server.url}")
+            print("Still running (Ctrl-C stops); try:")
+            for hint in site.hints:
+                print(f"  {hint}")
             await asyncio.Event().wait()
         return 0 if ok else 1
     finally:
         await manager.stop()
         await client.close()
-        await server.stop()

@@ -13,7 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .cluster import DEFAULT_GPUS, DEFAULT_NODES, start_cluster
+from .cluster import DEFAULT_GPUS, DEFAULT_NODES, ClusterError, start_cluster
 
 
 def main(argv: list[str]) -> int:
@@ -23,7 +23,12 @@ def main(argv: list[str]) -> int:
     args = p.parse_args(argv)
     workdir = Path(tempfile.mkdtemp(prefix="llmkube-kube-"))
     started = time.monotonic()
-    cluster = start_cluster(workdir, nodes=args.nodes, gpus=args.gpus)
+    try:
+        cluster = start_cluster(workdir, nodes=args.nodes, gpus=args.gpus)
+    except ClusterError as e:  # not built, or a component that did not come up: say which
+        shutil.rmtree(workdir, ignore_errors=True)
+        print(f"python -m devcluster: {e}", file=sys.stderr)
+        return 2
     print(f"ready in {time.monotonic() - started:.1f} s: {cluster.url}")
     print(f"export KUBECONFIG={cluster.admin_kubeconfig}")
 

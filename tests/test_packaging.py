@@ -105,6 +105,9 @@ def test_demo_runs_from_an_empty_directory_after_installing_the_wheels(
     demo = [str(bin_dir / "llmkube-controller"), "demo"]
     run = subprocess.run(demo, cwd=empty, capture_output=True, text=True, timeout=120)
     assert run.returncode == 2 and "llmkube-py-testserver" in run.stderr, run.stderr
+    # The real control plane (devcluster/) comes with a source checkout only.
+    run = subprocess.run([*demo, "--cluster"], cwd=empty, capture_output=True, text=True)
+    assert run.returncode == 2 and "needs a source checkout" in run.stderr, run.stderr
     # The test server's own dependencies (its CEL library) come with it, not the product.
     testserver = str(wheels["llmkube_py_testserver"])
     subprocess.run([*install, "--find-links", str(Path(testserver).parent), testserver], check=True)
