@@ -104,7 +104,8 @@ def leaves(value: Any, schema: Obj | None, builtin: bool, prefix: Path = ()) -> 
         item_schema = (schema or {}).get("items") if schema is not None else None
         field = prefix[-1][2:] if prefix and prefix[-1].startswith("f:") else ""
         keys = _item_keys(value, schema, builtin, field)
-        if keys:
+        # A list of the wrong shape (stored unchecked, schema validation off) is atomic.
+        if keys and all(isinstance(item, dict) for item in value):
             out = set()
             for item in value:
                 token = _key_token(item, keys)
