@@ -73,7 +73,7 @@ async def test_managers_own_fields_and_conflict(apiserver: ApiServerProcess) -> 
     assert body["details"]["causes"] == [
         {
             "reason": "FieldManagerConflict",
-            "message": 'conflict with "ops" using apps/v1',
+            "message": 'conflict with "ops"',  # an Apply manager: no "using <apiVersion>"
             "field": ".spec.replicas",
         }
     ]

@@ -36,10 +36,10 @@ from .openapi import openapi
 from .patches import APPLY, apply_patch
 from .protobuf import PROTOBUF, decode
 from .registry import Registered, Registry
-from .schema import invalid_error_details
+from .schema import Cause, invalid_error_details
 from .selectors import field_matcher, label_matcher
 from .simulator import ClusterSimulator
-from .storage import Storage, StorageError, clone, too_large_resource_version
+from .storage import Storage, StorageError, clone, now_iso, too_large_resource_version
 from .tables import to_table, wants_table
 from .tokens import TokenBook
 from .watch import watch
@@ -129,6 +129,11 @@ class ApiServer:
         if (sub not in ("", "status", "scale") and not eviction) or (
             sub == "scale" and reg.scale is None
         ):
+            if reg.custom:
+                # kube-apiserver's CRD handler answers a subresource it does not serve as
+                # a missing object.
+                rt = reg.rt
+                raise StorageError(404, "NotFound", f'{rt.plural}.{rt.group} "{name}" not found')
             raise StorageError(404, "NotFound", f"unknown subresource {sub}")
         if not reg.rt.namespaced:
             namespace = None
@@ -164,9 +169,9 @@ class ApiServer:
                 await self.wait_fresh(request)
                 return self.get_or_list(request, target)
             dry_run = request.query.get("dryRun") == "All"
-            if request.method == "DELETE":
-                return await self.delete(target, dry_run)
             body = await self.read_body(request)
+            if request.method == "DELETE":
+                return await self.delete(target, dry_run, body)
             if request.method == "POST" and target.subresource == "eviction":
                 resp = self.evict(target, body)
             elif request.method == "POST":
@@ -338,6 +343,14 @@ class ApiServer:
             raise StorageError(400, "BadRequest", "request body must be a JSON object")
         kind = body.get("kind")
         if kind and kind != t.reg.rt.kind:
+            if t.reg.custom:
+                # kube-apiserver's custom resource validation names the kind sent.
+                name = (body.get("metadata") or {}).get("name") or ""
+                cause = Cause(
+                    "FieldValueInvalid", "kind", f'Invalid value: "{kind}": must be {t.reg.rt.kind}'
+                )
+                message, details = invalid_error_details(kind, t.reg.rt.group, name, [cause])
+                raise StorageError(422, "Invalid", message, details)
             raise StorageError(400, "BadRequest", f"kind {kind} does not match {t.reg.rt.kind}")
         body_ns = (body.get("metadata") or {}).get("namespace")
         if t.reg.rt.namespaced and body_ns and t.namespace and body_ns != t.namespace:
@@ -358,11 +371,18 @@ class ApiServer:
             raise StorageError(422, "Invalid", message, details)
         if reg.schema is not None and self.enforce_schemas:
             dropped: list[str] = []
-            causes = reg.schema.admit(obj, old, dropped)
+            scale = reg.scale.spec_replicas if reg.custom and reg.scale else ""
+            causes = reg.schema.admit(obj, old, dropped, scale if t.subresource != "status" else "")
             mode = _FIELD_VALIDATION.get()
             if dropped and mode == "Strict":
                 unknown = ", ".join(f'unknown field "{p}"' for p in dropped)
-                raise StorageError(400, "BadRequest", f"strict decoding error: {unknown}")
+                rt = reg.rt
+                raise StorageError(
+                    400,
+                    "BadRequest",
+                    f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: '
+                    f"strict decoding error: {unknown}",
+                )
             if dropped and mode == "Warn" and (warnings := _WARNINGS.get()) is not None:
                 warnings.extend(f'unknown field \\"{p}\\"' for p in dropped)
             if causes:
@@ -401,10 +421,15 @@ class ApiServer:
         if not meta.get("name") and not meta.get("generateName"):
             raise StorageError(422, "Invalid", "metadata.name: Required value")
         await self._admit(t, "CREATE", obj, None, dry_run)
-        named, _ = _FIELD_MANAGER.get()
-        if named and "managedFields" not in meta:
-            self._record_update(t, {}, obj, named, "")
+        named, agent = _FIELD_MANAGER.get()
+        if "managedFields" not in meta:
+            # Unnamed, the manager is the User-Agent's product token, as kube-apiserver.
+            self._record_update(t, {}, obj, named or agent, "")
         if dry_run:
+            # What the write would have stored, less the resourceVersion (as upstream).
+            meta.setdefault("uid", str(uuid.uuid4()))
+            meta.setdefault("creationTimestamp", now_iso())
+            meta["generation"] = 1
             return _json(obj, status=201)
         # obj is this request's own (decoded from its body): stored without a copy.
         created = self.storage.create(t.reg.rt, t.namespace or "", obj, share=True, owned=True)
@@ -418,8 +443,20 @@ class ApiServer:
             return await self._write_scale(t, lambda scale: body, dry_run)
         obj = self._check_body(t, body)
         if (obj.get("metadata") or {}).get("name") not in (None, t.name):
-            raise StorageError(400, "BadRequest", "the name of the object does not match")
+            raise StorageError(
+                400,
+                "BadRequest",
+                f"the name of the object ({obj['metadata']['name']}) does not match the name "
+                f"on the URL ({t.name})",
+            )
         old = self.storage.view(t.reg.rt, t.namespace or "", t.name)
+        if t.reg.custom and not (obj.get("metadata") or {}).get("resourceVersion"):
+            # A custom resource allows no unconditional update (kube-apiserver's CRD
+            # strategy): the PUT must name the resourceVersion it replaces.
+            rt, cause = t.reg.rt, Cause("FieldValueInvalid", "metadata.resourceVersion", "")
+            cause.message = "Invalid value: 0: must be specified for an update"
+            message, details = invalid_error_details(rt.plural, rt.group, t.name, [cause])
+            raise StorageError(422, "Invalid", message, details)
         return await self._store_update(t, obj, old, dry_run)
 
     def _record_update(self, t: Target, old: Obj, new: Obj, manager: str, sub: str) -> None:
@@ -455,6 +492,9 @@ class ApiServer:
             candidate["metadata"]["resourceVersion"] = (obj.get("metadata") or {}).get(
                 "resourceVersion"
             ) or ""
+            if applied and (fields := (obj.get("metadata") or {}).get("managedFields")):
+                # An apply to /status records its manager (subresource status), as upstream.
+                candidate["metadata"]["managedFields"] = fields
         else:
             candidate = obj
             if t.reg.has_status:
@@ -525,7 +565,12 @@ class ApiServer:
         obj = self._check_body(t, body)
         meta = obj.setdefault("metadata", {})
         if meta.get("name") not in (None, t.name):
-            raise StorageError(400, "BadRequest", "the name of the object does not match")
+            raise StorageError(
+                400,
+                "BadRequest",
+                f"the name of the object ({meta['name']}) does not match the name on the URL "
+                f"({t.name})",
+            )
         meta["name"] = t.name
         current: Obj | None
         try:
@@ -560,7 +605,13 @@ class ApiServer:
         if not isinstance(new_scale, dict):
             raise StorageError(400, "BadRequest", "request body must be a Scale object")
         replicas = (new_scale.get("spec") or {}).get("replicas")
-        if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
+        if (
+            not isinstance(replicas, int)
+            or isinstance(replicas, bool)
+            or (
+                replicas < 0 and not t.reg.custom  # a custom resource's own checks refuse it
+            )
+        ):
             raise StorageError(
                 422,
                 "Invalid",
@@ -575,17 +626,32 @@ class ApiServer:
         updated = self.storage.view(t.reg.rt, t.namespace or "", t.name or "")
         return _json(self._scale_of(t.reg, updated if not dry_run else obj))
 
-    async def delete(self, t: Target, dry_run: bool = False) -> web.Response:
+    async def delete(self, t: Target, dry_run: bool = False, options: Any = None) -> web.Response:
         if t.name is None:
             raise StorageError(405, "MethodNotAllowed", "DELETE of a collection")
         old = self.storage.view(t.reg.rt, t.namespace or "", t.name)
+        _check_preconditions(t, old, options)
         await self.admission.validate(
             Request(t.reg.rt, "DELETE", t.namespace or "", t.name, "", None, old, dry_run)
         )
         if dry_run:
-            return _json(old)
-        deleted = self.storage.delete(t.reg.rt, t.namespace or "", t.name)
-        self.collect_garbage(deleted["metadata"]["uid"])
+            deleted = old
+        else:
+            deleted = self.storage.delete(t.reg.rt, t.namespace or "", t.name)
+            self.collect_garbage(deleted["metadata"]["uid"])
+        if t.reg.custom:
+            # kube-apiserver answers a custom resource's deletion with a Status.
+            rt = t.reg.rt
+            details = {"name": t.name, "group": rt.group, "kind": rt.plural}
+            return _json(
+                {
+                    "kind": "Status",
+                    "apiVersion": "v1",
+                    "metadata": {},
+                    "status": "Success",
+                    "details": {**details, "uid": deleted["metadata"]["uid"]},
+                }
+            )
         return _json(deleted)
 
     def evict(self, t: Target, body: Any) -> web.Response:
@@ -663,6 +729,31 @@ class ApiServer:
             self.storage.expire_watchers()
             return web.json_response({"compactedResourceVersion": self.storage.compacted_rv})
         return error_response(404, "NotFound", f"unknown control {action}")
+
+
+def _check_preconditions(t: Target, current: Obj, options: Any) -> None:
+    """DeleteOptions.preconditions (uid, resourceVersion): 409 Conflict as kube-apiserver."""
+    pre = (options or {}).get("preconditions") if isinstance(options, dict) else None
+    if not isinstance(pre, dict):
+        return
+    meta = current["metadata"]
+    if (uid := pre.get("uid")) and uid != meta.get("uid"):
+        raise StorageError(
+            409,
+            "Conflict",
+            f"Precondition failed: UID in precondition: {uid}, "
+            f"UID in object meta: {meta.get('uid')}",
+        )
+    if (rv := pre.get("resourceVersion")) and rv != meta.get("resourceVersion"):
+        rt = t.reg.rt
+        kind = f"{rt.kind}.{rt.group}" if rt.group else rt.kind
+        raise StorageError(
+            409,
+            "Conflict",
+            f'Operation cannot be fulfilled on {kind} "{t.name}": the ResourceVersion in the '
+            f"precondition ({rv}) does not match the ResourceVersion in record "
+            f"({meta.get('resourceVersion')}). The object might have been modified",
+        )
 
 
 SERVER: web.AppKey[ApiServer] = web.AppKey("server", ApiServer)

@@ -104,7 +104,8 @@ def leaves(value: Any, schema: Obj | None, builtin: bool, prefix: Path = ()) -> 
         item_schema = (schema or {}).get("items") if schema is not None else None
         field = prefix[-1][2:] if prefix and prefix[-1].startswith("f:") else ""
         keys = _item_keys(value, schema, builtin, field)
-        if keys:
+        # A list of the wrong shape (stored unchecked, schema validation off) is atomic.
+        if keys and all(isinstance(item, dict) for item in value):
             out = set()
             for item in value:
                 token = _key_token(item, keys)
@@ -250,6 +251,14 @@ def _entry(manager: str, operation: str, api_version: str, fields: set[Path], su
     return entry
 
 
+def _using(entry: Obj) -> str:
+    """How kube-apiserver names a conflicting manager after its name: an Update manager
+    with the apiVersion it wrote, an Apply manager by its name alone."""
+    if entry.get("operation") == "Update":
+        return f" using {entry.get('apiVersion', '')}"
+    return ""
+
+
 def _set_entries(obj: Obj, entries: list[Obj]) -> None:
     obj.setdefault("metadata", {})["managedFields"] = [
         e for e in entries if e.get("fieldsV1")
@@ -291,15 +300,15 @@ def server_side_apply(
             found, value = _lookup(base, path)
             _, wanted = _lookup(applied, path)
             if found and value != wanted:
-                conflicts.append((e.get("manager", ""), e.get("apiVersion", ""), path))
+                conflicts.append((e.get("manager", ""), _using(e), path))
     if conflicts and not force:
         causes = [
             {
                 "reason": "FieldManagerConflict",
-                "message": f'conflict with "{m}" using {v}',
+                "message": f'conflict with "{m}"{using}',
                 "field": _dotted(p),
             }
-            for m, v, p in sorted(conflicts)
+            for m, using, p in sorted(conflicts)
         ]
         lines = "\n".join(f"- {c['message']}: {c['field']}" for c in causes)
         n = len(causes)

@@ -59,7 +59,12 @@ def json_patch(target: Any, ops: Any) -> Any:
         if kind == "test":
             current = parent[int(last)] if isinstance(parent, list) else parent.get(last)
             if current != op.get("value"):
-                raise StorageError(422, "Invalid", f"test operation failed at {op['path']}")
+                # kube-apiserver's words for a failed test (the path is not named).
+                raise StorageError(
+                    422,
+                    "Invalid",
+                    "the server rejected our request due to an error in our request",
+                )
         elif kind in ("add", "replace"):
             if isinstance(parent, list):
                 index = len(parent) if last == "-" else int(last)

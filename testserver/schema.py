@@ -9,6 +9,7 @@ ratcheting, on by default since 1.30): an old object stays writable.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from dataclasses import dataclass
@@ -174,8 +175,18 @@ class Validator:
         self.causes: list[Cause] = []
 
     def run(self, obj: Obj, old: Obj | None) -> list[Cause]:
+        """The schema's errors; the CEL rules it met wait in self.pending (run_rules)."""
         self.causes = []
+        self.pending: list[tuple[Any, Any, Obj, str]] = []
         self._node(obj, old if old is not None else _ABSENT, self.schema, "", root=True)
+        return self.causes
+
+    def run_rules(self) -> list[Cause]:
+        """The x-kubernetes-validations rules met by run(), in its order (a node's own
+        rules before its children's), as kube-apiserver's CEL pass after the schema's."""
+        self.causes = []
+        for value, old, schema, path in self.pending:
+            self._rules(value, old, schema, path)
         return self.causes
 
     def _node(self, value: Any, old: Any, schema: Obj, path: str, root: bool = False) -> None:
@@ -183,11 +194,9 @@ class Validator:
             # Ratcheting: an unchanged value keeps its errors to itself, so none are looked
             # for (a status write does not validate the unchanged spec again).
             return
-        before = len(self.causes)
+        if schema.get("x-kubernetes-validations"):
+            self.pending.append((value, old, schema, path))
         self._keywords(value, old, schema, path, root)
-        # Rules run only on values whose own shape is valid, as upstream.
-        if len(self.causes) == before and schema.get("x-kubernetes-validations"):
-            self._rules(value, old, schema, path)
 
     def _keywords(self, value: Any, old: Any, schema: Obj, path: str, root: bool) -> None:
         if value is None:
@@ -210,7 +219,11 @@ class Validator:
         elif type_ and not _type_ok(value, type_):
             got = "null" if value is None else _go_type(value)
             self.causes.append(
-                invalid(path, value, f'{path} in body must be of type {type_}: "{got}"')
+                Cause(
+                    "FieldValueTypeInvalid",
+                    path,
+                    f'Invalid value: "{got}": {path} in body must be of type {type_}: "{got}"',
+                )
             )
             return
         if "enum" in schema and value not in schema["enum"]:
@@ -402,14 +415,83 @@ class VersionSchema:
     """The openAPIV3Schema of one served CRD version."""
 
     schema: Obj
+    # Whether any x-kubernetes-validations rule is in the schema (kube-apiserver has a CEL
+    # validator for this version only then).
+    has_rules: bool = dataclasses.field(init=False)
 
-    def admit(self, obj: Obj, old: Obj | None, dropped: list[str] | None = None) -> list[Cause]:
+    def __post_init__(self) -> None:
+        self.has_rules = "x-kubernetes-validations" in json.dumps(self.schema)
+
+    def admit(
+        self,
+        obj: Obj,
+        old: Obj | None,
+        dropped: list[str] | None = None,
+        scale_replicas: str = "",
+    ) -> list[Cause]:
         """Prune and default obj in place, then return its field errors (empty if valid).
 
         dropped collects the paths of pruned unknown fields (for fieldValidation)."""
         prune(obj, self.schema, root=True, dropped=dropped)
         default(obj, self.schema)
-        return Validator(self.schema).run(obj, old)
+        validator = Validator(self.schema)
+        causes = validator.run(obj, old)
+        if scale_replicas:
+            causes += scale_errors(obj, scale_replicas)
+        if not self.has_rules:
+            return causes
+        if any(c.reason in _BLOCKING for c in causes):
+            # kube-apiserver runs no CEL rule over an object the schema refused this way.
+            return [
+                *causes,
+                Cause("FieldValueInvalid", "<nil>", f"Invalid value: null: {_UNCHECKED}"),
+            ]
+        return causes + validator.run_rules()
+
+
+# Schema errors after which kube-apiserver skips the CEL rules (apiextensions'
+# hasBlockingErr): the value is of a shape the rules' types cannot hold.
+_BLOCKING = frozenset(
+    {
+        "FieldValueNotSupported",
+        "FieldValueRequired",
+        "FieldValueTooLong",
+        "FieldValueTooMany",
+        "FieldValueTypeInvalid",
+    }
+)
+_UNCHECKED = (
+    "some validation rules were not checked because the object was invalid; correct the "
+    "existing errors to complete validation"
+)
+
+
+def scale_errors(obj: Obj, spec_replicas_path: str) -> list[Cause]:
+    """kube-apiserver's check of a custom resource's scale spec replicas (its field named
+    as the CRD's specReplicasPath, with the leading dot), on every write of the object."""
+    value: Any = obj
+    for part in spec_replicas_path.strip(".").split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    if value is None:
+        return []
+    if isinstance(value, bool) or not isinstance(value, int):
+        go_type = {str: "string", float: "float64", bool: "bool", list: "[]interface {}"}.get(
+            type(value), "map[string]interface {}"
+        )
+        shown = value if isinstance(value, str | float) else json.dumps(value)
+        return [
+            Cause(
+                "FieldValueInvalid",
+                spec_replicas_path,
+                f"Invalid value: 0: {spec_replicas_path} accessor error: {shown} is of the "
+                f"type {go_type}, expected int64",
+            )
+        ]
+    if value < 0:
+        return [invalid(spec_replicas_path, value, "should be a non-negative integer")]
+    if value > 2**31 - 1:
+        return [invalid(spec_replicas_path, value, f"should be less than or equal to {2**31 - 1}")]
+    return []
 
 
 def invalid_error_details(kind: str, group: str, name: str, causes: list[Cause]) -> tuple[str, Obj]:

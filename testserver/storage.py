@@ -253,6 +253,8 @@ class Storage:
         if subresource == "status":
             # A new top level and metadata; spec is shared with the stored object (immutable).
             merged = {**old, "metadata": dict(old["metadata"]), "status": new.get("status", {})}
+            if "managedFields" in meta:  # the status writer's entry (subresource status)
+                merged["metadata"]["managedFields"] = meta["managedFields"]
         else:
             merged = new
             # Immutable and server-owned metadata survive a replace.

@@ -80,6 +80,38 @@ def _bookmark(storage: Storage, rt: ResourceType) -> Obj:
     }
 
 
+def _initial_events_end(rt: ResourceType, rv: int) -> Obj:
+    return {
+        "kind": rt.kind,
+        "apiVersion": rt.api_version,
+        "metadata": {
+            "resourceVersion": str(rv),
+            "annotations": {"k8s.io/initial-events-end": "true"},
+        },
+    }
+
+
+_FORBIDDEN_MATCH = (
+    "Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"
+)
+# kube-apiserver's 422 for sendInitialEvents without resourceVersionMatch=NotOlderThan.
+_INITIAL_EVENTS_NEED_MATCH: tuple[str, Obj] = (
+    f'ListOptions.meta.k8s.io "" is invalid: resourceVersionMatch: {_FORBIDDEN_MATCH}',
+    {
+        "name": "",
+        "group": "meta.k8s.io",
+        "kind": "ListOptions",
+        "causes": [
+            {
+                "reason": "FieldValueForbidden",
+                "message": _FORBIDDEN_MATCH,
+                "field": "resourceVersionMatch",
+            }
+        ],
+    },
+)
+
+
 async def watch(
     request: web.Request,
     storage: Storage,
@@ -95,9 +127,15 @@ async def watch(
         return lm(o) and fm(o)
 
     rv_param = request.query.get("resourceVersion", "")
+    send_initial = request.query.get("sendInitialEvents")
+    if send_initial is not None and request.query.get("resourceVersionMatch") != "NotOlderThan":
+        raise StorageError(422, "Invalid", *_INITIAL_EVENTS_NEED_MATCH)
+    # The state first, as ADDED events: a watch without a resourceVersion (or from "0"),
+    # or one that asks for it with sendInitialEvents=true (from any resourceVersion).
+    with_initial = rv_param in ("", "0") if send_initial is None else send_initial in ("true", "1")
     initial: list[Obj] = []
-    if rv_param in ("", "0"):
-        initial = storage.select_view(rt, namespace, matches)
+    if with_initial or rv_param in ("", "0"):
+        initial = storage.select_view(rt, namespace, matches) if with_initial else []
         since = storage.rv
     else:
         try:
@@ -123,6 +161,9 @@ async def watch(
     try:
         for obj in initial:
             await resp.write(_frame("ADDED", storage.raw(obj)))
+        if with_initial and bookmarks:
+            # kube-apiserver marks the end of the initial events (the state at `since`).
+            await _send(resp, "BOOKMARK", _initial_events_end(rt, since))
         for event in replay:
             if (frame := _event_frame(storage, event, namespace, matches)) is not None:
                 await resp.write(frame)
