@@ -343,11 +343,25 @@ class KubeCluster:
 
     def restore_etcd(self, snapshot: Path) -> None:
         """Put an older copy of etcd's data back, as a restore without `--bump-revision`
-        does: every resourceVersion goes back to where the copy was taken."""
+        does: every resourceVersion goes back to where the copy was taken. Then, as the
+        Kubernetes restore procedure says, the controller-manager, the scheduler and the
+        kubelets (kwok) restart: their informers would keep the newer state. Whatever
+        else runs against the cluster (the controller under test) is left running."""
         self._stop_storage()
         shutil.rmtree(self._etcd_data)
         shutil.copytree(snapshot, self._etcd_data)
         self._start_storage()
+        for name in ("kube-controller-manager", "kube-scheduler", "kwok"):
+            self.components[name].stop()
+            self.components[name].start()
+        self._wait(
+            "kube-controller-manager /healthz",
+            lambda: self._healthz(self.kcm_port),
+            "kube-controller-manager",
+        )
+        self._wait(
+            "kube-scheduler /healthz", lambda: self._healthz(self.scheduler_port), "kube-scheduler"
+        )
 
     @property
     def _etcd_data(self) -> Path:
