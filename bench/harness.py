@@ -17,11 +17,12 @@ import json
 import os
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import IO, Any, Protocol
 
 from app.manifests import install_crds
 from controller.informer import Event, Informer
@@ -216,28 +217,37 @@ def _command(sut: str, target: Target, workers: int, workload: Workload) -> list
 
 
 class _Sut:
-    """The SUT's process; READY on its stdout (kopf: the first object handled) means it runs."""
+    """The SUT's process; READY on its stdout (kopf: the first object handled) means it runs.
+    Its stderr goes to a file, whose end an error about the SUT quotes."""
 
-    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+    def __init__(self, proc: asyncio.subprocess.Process, stderr: IO[bytes]) -> None:
         self.proc = proc
+        self.stderr = stderr
 
     @classmethod
     async def start(cls, sut: str, target: Target, workers: int, workload: Workload) -> _Sut:
         env = {**os.environ, **target.sut_env()}
+        stderr = tempfile.TemporaryFile()  # noqa: SIM115 (unlinked; lives as long as the _Sut)
         proc = await asyncio.create_subprocess_exec(
             *_command(sut, target, workers, workload),
             stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.DEVNULL,
+            stderr=stderr,
             env=env,
             cwd=REPO,
         )
+        self = cls(proc, stderr)
         if sut != "kopf":
             assert proc.stdout is not None
             line = (await asyncio.wait_for(proc.stdout.readline(), 60)).decode().strip()
             if line != "READY":
-                proc.kill()
-                raise RuntimeError(f"{sut} did not start: {line!r}")
-        return cls(proc)
+                await self.stop()
+                raise RuntimeError(f"{sut} did not start: {line!r}{self.stderr_tail()}")
+        return self
+
+    def stderr_tail(self, chars: int = 2000) -> str:
+        self.stderr.seek(0)
+        text = self.stderr.read().decode(errors="replace").strip()
+        return f"; its stderr ends:\n{text[-chars:]}" if text else ""
 
     async def stop(self) -> dict[str, Any]:
         stats: dict[str, Any] = {}
@@ -255,6 +265,12 @@ class _Sut:
             self.proc.kill()
             await self.proc.wait()
         return stats
+
+    async def until_handled(self, watcher: _Watcher, name: str) -> None:
+        try:
+            await watcher.until(name)
+        except TimeoutError as e:
+            raise TimeoutError(f"{e}{self.stderr_tail()}") from None
 
 
 class _Watcher:
@@ -328,7 +344,7 @@ async def _run_on(
         sut_proc = await _Sut.start(sut, target, workers, workload)
         # Warm up: the SUT has listed, watches and handles (and kopf has started at all).
         await client.create(workload.resource, warm)
-        await watcher.until(warm["metadata"]["name"])
+        await sut_proc.until_handled(watcher, warm["metadata"]["name"])
         watcher.wanted = count + 1
         created: dict[str, float] = {}
 
