@@ -12,6 +12,8 @@ from bench.__main__ import main, parser
 
 from .support.tables import table_titled
 
+pytestmark = pytest.mark.timeout(600)  # a control plane of its own, 4 bench runs on it
+
 
 @pytest.mark.cluster  # starts the real control plane itself (bench.kube)
 @pytest.mark.skipif(kube.unavailable() is not None, reason=str(kube.unavailable()))
