@@ -148,7 +148,7 @@ class Server(Protocol):
         ...
 
 
-class TestServer:
+class FreshTestServer:
     """A fresh test API server process per run (testserver/)."""
 
     name = "test server"
@@ -172,7 +172,7 @@ class TestServer:
         """Nothing runs pods here: a pod stays as created."""
 
 
-TEST_SERVER = TestServer()
+TEST_SERVER = FreshTestServer()
 
 
 def namespaces_of(workload: Workload, count: int) -> list[str]:

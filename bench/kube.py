@@ -17,8 +17,10 @@ import asyncio
 import contextlib
 import shutil
 import subprocess
+import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 
 from app.manifests import CRD_DIR
 from controller.kube import KubeClient
@@ -81,12 +83,18 @@ class KubeServer:
 
     @classmethod
     async def start(cls, *, nodes: int) -> KubeServer:
-        cluster = await asyncio.to_thread(start_cluster, nodes=nodes)
+        workdir = Path(tempfile.mkdtemp(prefix="llmkube-bench-kube-"))
+        try:
+            cluster = await asyncio.to_thread(start_cluster, workdir, nodes=nodes)
+        except BaseException:
+            shutil.rmtree(workdir, ignore_errors=True)
+            raise
         try:
             await asyncio.to_thread(cluster.install_crds, sorted(CRD_DIR.glob("*.yaml")))
             return cls(cluster)
         except BaseException:
             await asyncio.to_thread(cluster.stop)
+            shutil.rmtree(workdir, ignore_errors=True)
             raise
 
     async def stop(self) -> None:
