@@ -3,8 +3,11 @@
 In one run: the work queue alone; the pipeline (create -> watch -> reconcile -> status)
 at each size for the product, the server's ceiling (bench.ceiling, the same writes on
 plain aiohttp) and kopf when installed (`pip install -e '.[bench]'`); steady-load
-latency; memory per cached object; InferenceServices whose pods already run; and the
-ratios product/ceiling and product/kopf.
+latency; memory per cached object; InferenceServices whose pods already exist; and the
+ratios product/ceiling and product/kopf. All of it on the test API server, then on the
+real kube-apiserver (bench.kube, `--servers`, `--kube-*` sizes; skipped, saying why,
+where its binaries are not built), and the two servers' figures side by side where they
+ran the same size.
 Timing is measured here, never asserted in tests. Every process shares the machine's
 CPUs: compare ratios from the same run, not absolute figures across machines.
 """
@@ -16,17 +19,44 @@ import asyncio
 import os
 import platform
 import statistics
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from controller import logging as log_setup
 
-from . import harness, queue_bench
+from . import harness, kube, queue_bench
 from .report import table
 from .workload import MODELS, SERVICES, SERVICES_UNDER_QUOTA, SERVICES_WITH_PODS, Workload
 
 # The pipelines compared with the ceiling and kopf (the GPUQuota one is quota_section's).
 WORKLOADS: tuple[Workload, ...] = (MODELS,)
 PROCESSES = ("sut", "server", "bench")  # whose CPU time per object the pipeline shows
+# The ratios of the pipeline: name, numerator and denominator system, "status" (until the
+# last status was seen) or "drained" (until the Events were written too).
+RATIOS = (
+    ("product/ceiling", "product", "ceiling", "status"),
+    ("same, all writes", "product", "ceiling", "drained"),
+    ("no Events: product/ceiling", "product-quiet", "ceiling-quiet", "status"),
+    ("no Events: product/kopf", "product-quiet", "kopf", "status"),
+    ("product (Events)/kopf", "product", "kopf", "status"),
+)
+
+
+@dataclass
+class Figures:
+    """What one server's sections measured, for the comparison of the two servers."""
+
+    server: str
+    # (objects, system) -> {"status": per second, "drained": per second, "CPU <process>": ms}
+    models: dict[tuple[int, str], dict[str, float]] = field(default_factory=dict)
+    # services -> {"services/s", "reconciles/svc", "CPU sut", "CPU server"}
+    pods: dict[int, dict[str, float]] = field(default_factory=dict)
+
+    def ratio(self, n: int, name: str) -> float | None:
+        spec = next(r for r in RATIOS if r[0] == name)
+        _, top, bottom, what = spec
+        a, b = self.models.get((n, top)), self.models.get((n, bottom))
+        return a[what] / b[what] if a and b and b[what] else None
 
 
 def _load() -> str:
@@ -34,8 +64,8 @@ def _load() -> str:
     return f"{os.getloadavg()[0]:.2f}"
 
 
-def _ratio(a: float | None, b: float | None) -> str:
-    return f"{a / b:.2f}x" if a and b else "-"
+def _times(x: float | None) -> str:
+    return f"{x:.2f}x" if x is not None else "-"
 
 
 async def queue_section(adds: int) -> None:
@@ -61,7 +91,13 @@ async def queue_section(adds: int) -> None:
 
 
 async def burst_section(
-    workload: Workload, sizes: list[int], suts: list[str], workers: int, repeat: int
+    workload: Workload,
+    sizes: list[int],
+    suts: list[str],
+    workers: int,
+    repeat: int,
+    server: harness.Server,
+    figures: Figures,
 ) -> list[harness.RunResult]:
     rows, ratios, products = [], [], []
     for n in sizes:
@@ -71,29 +107,27 @@ async def burst_section(
         for sut in suts:
             runs = []
             for _ in range(repeat):
-                print(f"  {workload.name}: {sut} at {n:,} ...", flush=True)
-                runs.append(await harness.run(sut, workload, objects=n, workers=workers))
+                print(f"  {workload.name}: {sut} at {n:,} on the {server.name} ...", flush=True)
+                runs.append(
+                    await harness.run(sut, workload, objects=n, workers=workers, server=server)
+                )
             rates[sut] = statistics.median(r.per_second for r in runs)
             drained[sut] = statistics.median(r.drained_per_second for r in runs)
             best[sut] = sorted(runs, key=lambda r: r.per_second)[len(runs) // 2]
             r = best[sut]
             cpu = [statistics.median(x.cpu_ms_per_object(p) for x in runs) for p in PROCESSES]
             rows.append([n, sut, rates[sut], drained[sut], r.seconds, r.p50_ms, r.p99_ms, *cpu])
-        ratios.append(
-            [
-                n,
-                _ratio(rates.get("product"), rates.get("ceiling")),
-                _ratio(drained.get("product"), drained.get("ceiling")),
-                _ratio(rates.get("product-quiet"), rates.get("ceiling-quiet")),
-                _ratio(rates.get("product-quiet"), rates.get("kopf")),
-                _ratio(rates.get("product"), rates.get("kopf")),
-            ]
-        )
+            figures.models[n, sut] = {
+                "status": rates[sut],
+                "drained": drained[sut],
+                **{f"CPU {p}": c for p, c in zip(PROCESSES, cpu, strict=True)},
+            }
+        ratios.append([n, *(_times(figures.ratio(n, name)) for name, *_ in RATIOS)])
         products += [best[s] for s in ("product", "product-quiet") if s in best]
     print(
         table(
-            f"Pipeline, {workload.name}: create -> watch -> reconcile -> status seen "
-            f"(median of {repeat}; {workers} workers for product and ceiling; "
+            f"Pipeline, {workload.name}, on the {server.name}: create -> watch -> reconcile "
+            f"-> status seen (median of {repeat}; {workers} workers for product and ceiling; "
             "'all writes/s' also waits for the Events; -quiet and kopf write none; "
             "CPU ms per object of each process until the last status was seen)",
             [
@@ -112,22 +146,15 @@ async def burst_section(
     print()
     print(
         table(
-            "Ratios (same run)",
-            [
-                "objects",
-                "product/ceiling",
-                "same, all writes",
-                "no Events: product/ceiling",
-                "no Events: product/kopf",
-                "product (Events)/kopf",
-            ],
+            f"Ratios on the {server.name} (same run)",
+            ["objects", *(name for name, *_ in RATIOS)],
             ratios,
         )
     )
     return products
 
 
-def memory_section(products: list[harness.RunResult]) -> None:
+def memory_section(products: list[harness.RunResult], server: harness.Server) -> None:
     rows = []
     for r in products:
         s = r.stats
@@ -147,7 +174,8 @@ def memory_section(products: list[harness.RunResult]) -> None:
         )
     print(
         table(
-            "Product process after the burst (cache = informer store; memo = status writer)",
+            f"Product process after the burst on the {server.name} "
+            "(cache = informer store; memo = status writer)",
             [
                 "objects",
                 "system",
@@ -164,7 +192,9 @@ def memory_section(products: list[harness.RunResult]) -> None:
     )
 
 
-async def quota_section(sizes: list[int], workers: int, repeat: int) -> None:
+async def quota_section(
+    sizes: list[int], workers: int, repeat: int, server: harness.Server
+) -> None:
     """InferenceServices in one namespace, without a GPUQuota and under one (product)."""
     rows, ratios = [], []
     for n in sizes:
@@ -172,8 +202,12 @@ async def quota_section(sizes: list[int], workers: int, repeat: int) -> None:
         for label, workload in (("without", SERVICES), ("GPUQuota", SERVICES_UNDER_QUOTA)):
             runs = []
             for _ in range(repeat):
-                print(f"  {workload.name}: product at {n:,} ...", flush=True)
-                runs.append(await harness.run("product", workload, objects=n, workers=workers))
+                print(f"  {workload.name}: product at {n:,} on the {server.name} ...", flush=True)
+                runs.append(
+                    await harness.run(
+                        "product", workload, objects=n, workers=workers, server=server
+                    )
+                )
             r = sorted(runs, key=lambda r: r.seconds)[len(runs) // 2]
             seconds[label] = r.seconds
             s = r.stats
@@ -182,35 +216,59 @@ async def quota_section(sizes: list[int], workers: int, repeat: int) -> None:
         ratios.append([n, f"{seconds['GPUQuota'] / seconds['without']:.2f}x"])
     print(
         table(
-            f"Pipeline, InferenceServices in one namespace (Deployment + Service + status each; "
-            f"median of {repeat}; the quota admits 3 in 4, the rest wait at QuotaExceeded)",
+            f"Pipeline, InferenceServices in one namespace, on the {server.name} (Deployment "
+            f"+ Service + status each; median of {repeat}; the quota admits 3 in 4, the rest "
+            "wait at QuotaExceeded)",
             ["services", "GPUQuota", "services/s", "seconds", "p50 ms", "p99 ms", "reconciles/svc"],
             rows,
         )
     )
     print()
-    print(table("GPUQuota cost (same run)", ["services", "seconds: with / without"], ratios))
+    print(
+        table(
+            f"GPUQuota cost on the {server.name} (same run)",
+            ["services", "seconds: with / without"],
+            ratios,
+        )
+    )
 
 
-async def pods_section(sizes: list[int], workers: int, repeat: int) -> None:
+async def pods_section(
+    sizes: list[int], workers: int, repeat: int, server: harness.Server, figures: Figures
+) -> None:
     """InferenceServices whose pods already exist (one each, same namespace): each
-    reconcile looks up its own pods among all of them."""
+    reconcile looks up its own pods among all of them. On the real apiserver the pods
+    run (scheduled, and Running and Ready on kwok nodes) before the product starts."""
     rows = []
     for n in sizes:
         runs = []
         for _ in range(repeat):
-            print(f"  {SERVICES_WITH_PODS.name}: product at {n:,} ...", flush=True)
+            print(
+                f"  {SERVICES_WITH_PODS.name}: product at {n:,} on the {server.name} ...",
+                flush=True,
+            )
             runs.append(
-                await harness.run("product", SERVICES_WITH_PODS, objects=n, workers=workers)
+                await harness.run(
+                    "product", SERVICES_WITH_PODS, objects=n, workers=workers, server=server
+                )
             )
         r = sorted(runs, key=lambda r: r.seconds)[len(runs) // 2]
         per_object = r.stats.get("reconciles", 0.0) / (r.stats.get("objects") or 1)
         sut_cpu = statistics.median(x.cpu_ms_per_object("sut") for x in runs)
-        rows.append([n, r.per_second, r.seconds, r.p50_ms, r.p99_ms, per_object, sut_cpu])
+        server_cpu = statistics.median(x.cpu_ms_per_object("server") for x in runs)
+        rows.append(
+            [n, r.per_second, r.seconds, r.p50_ms, r.p99_ms, per_object, sut_cpu, server_cpu]
+        )
+        figures.pods[n] = {
+            "services/s": r.per_second,
+            "reconciles/svc": per_object,
+            "CPU sut": sut_cpu,
+            "CPU server": server_cpu,
+        }
     print(
         table(
-            f"Pipeline, InferenceServices with one pod each in one namespace "
-            f"(median of {repeat}; pods created before the services)",
+            f"Pipeline, InferenceServices with one pod each in one namespace, on the "
+            f"{server.name} (median of {repeat}; pods created before the services)",
             [
                 "services",
                 "services/s",
@@ -219,6 +277,7 @@ async def pods_section(sizes: list[int], workers: int, repeat: int) -> None:
                 "p99 ms",
                 "reconciles/svc",
                 "CPU sut ms/svc",
+                "CPU server ms/svc",
             ],
             rows,
         )
@@ -226,21 +285,191 @@ async def pods_section(sizes: list[int], workers: int, repeat: int) -> None:
 
 
 async def steady_section(
-    workload: Workload, rates: list[float], seconds: float, suts: list[str], workers: int
+    workload: Workload,
+    rates: list[float],
+    seconds: float,
+    suts: list[str],
+    workers: int,
+    server: harness.Server,
 ) -> None:
     rows = []
     for rate in rates:
         for sut in suts:
-            print(f"  steady: {sut} at {rate:g}/s for {seconds:g} s ...", flush=True)
-            r = await harness.run(sut, workload, rate=rate, seconds=seconds, workers=workers)
+            print(
+                f"  steady: {sut} at {rate:g}/s for {seconds:g} s on the {server.name} ...",
+                flush=True,
+            )
+            r = await harness.run(
+                sut, workload, rate=rate, seconds=seconds, workers=workers, server=server
+            )
             rows.append([f"{rate:g}", sut, r.objects, r.p50_ms, r.p99_ms, r.percentile(0.999)])
     print(
         table(
-            f"Steady load, {workload.name}: latency from create to status seen",
+            f"Steady load, {workload.name}, on the {server.name}: latency from create to "
+            "status seen",
             ["objects/s", "system", "objects", "p50 ms", "p99 ms", "p99.9 ms"],
             rows,
         )
     )
+
+
+SERVERS = ("testserver", "kube")
+
+
+def _ints(text: str) -> list[int]:
+    return [int(x) for x in text.split(",") if x]
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """What one server runs: burst sizes, GPUQuota sizes, services with pods, rates."""
+
+    models: list[int]
+    services: list[int]
+    pods: list[int]
+    rates: list[float]
+
+
+async def server_sections(
+    server: harness.Server, sizes: Sizes, suts: list[str], args: argparse.Namespace
+) -> Figures:
+    figures = Figures(server.name)
+    for workload in WORKLOADS if sizes.models else ():
+        products = await burst_section(
+            workload, sizes.models, suts, args.workers, args.repeat, server, figures
+        )
+        print()
+        if products:
+            memory_section(products, server)
+            print()
+        steady_suts = [s for s in suts if s in ("product", "kopf")]
+        if sizes.rates and steady_suts:
+            await steady_section(
+                workload, sizes.rates, args.steady_seconds, steady_suts, args.workers, server
+            )
+            print()
+    if sizes.services and "product" in suts:
+        await quota_section(sizes.services, args.workers, args.repeat, server)
+        print()
+    if sizes.pods and "product" in suts:
+        await pods_section(sizes.pods, args.workers, args.repeat, server, figures)
+        print()
+    return figures
+
+
+async def kube_sections(sizes: Sizes, suts: list[str], args: argparse.Namespace) -> Figures | None:
+    """The same sections on the real control plane; None, saying why, where it cannot run."""
+    reason = kube.unavailable()
+    if reason is not None:
+        print(f"Real apiserver skipped: {reason}\n")
+        return None
+    nodes = kube.nodes_for(max(sizes.pods, default=0))
+    print(f"  starting the real control plane ({nodes} kwok nodes) ...", flush=True)
+    server = await kube.KubeServer.start(nodes=nodes)
+    try:
+        return await server_sections(server, sizes, suts, args)
+    finally:
+        await server.stop()
+
+
+def servers_section(test: Figures, real: Figures) -> None:
+    """Both servers' figures side by side, for the sizes both ran."""
+    pairs = sorted((k for k in test.models if k in real.models), key=lambda k: k[0])
+    sizes = sorted({n for n, _ in pairs})
+    if pairs:
+        rows: list[list[object]] = []
+        for n, sut in pairs:
+            t, k = test.models[n, sut], real.models[n, sut]
+            rows.append(
+                [
+                    n,
+                    sut,
+                    t["status"],
+                    k["status"],
+                    _times(k["status"] / t["status"]),
+                    t["CPU sut"],
+                    k["CPU sut"],
+                    t["CPU server"],
+                    k["CPU server"],
+                ]
+            )
+        print(
+            table(
+                f"Models on both servers (same run): test = the {test.server}, kube = the "
+                f"{real.server} (server CPU: kube-apiserver and etcd)",
+                [
+                    "objects",
+                    "system",
+                    "status/s test",
+                    "status/s kube",
+                    "kube/test",
+                    "CPU sut test",
+                    "CPU sut kube",
+                    "CPU server test",
+                    "CPU server kube",
+                ],
+                rows,
+            )
+        )
+        print()
+        ratio_rows = [
+            [n, name, _times(test.ratio(n, name)), _times(real.ratio(n, name))]
+            for n in sizes
+            for name, *_ in RATIOS
+            if test.ratio(n, name) is not None or real.ratio(n, name) is not None
+        ]
+        print(
+            table(
+                "Ratios on both servers (same run)",
+                ["objects", "ratio", "test", "kube"],
+                ratio_rows,
+            )
+        )
+        print()
+    services = sorted(test.pods.keys() & real.pods.keys())
+    if services:
+        pod_rows: list[list[object]] = []
+        for n in services:
+            t, k = test.pods[n], real.pods[n]
+            pod_rows.append(
+                [
+                    n,
+                    t["services/s"],
+                    k["services/s"],
+                    _times(k["services/s"] / t["services/s"]),
+                    t["reconciles/svc"],
+                    k["reconciles/svc"],
+                    t["CPU sut"],
+                    k["CPU sut"],
+                    t["CPU server"],
+                    k["CPU server"],
+                ]
+            )
+        print(
+            table(
+                "InferenceServices with one pod each on both servers (same run; on kube the "
+                "pods run)",
+                [
+                    "services",
+                    "services/s test",
+                    "services/s kube",
+                    "kube/test",
+                    "reconciles/svc test",
+                    "reconciles/svc kube",
+                    "CPU sut test",
+                    "CPU sut kube",
+                    "CPU server test",
+                    "CPU server kube",
+                ],
+                pod_rows,
+            )
+        )
+        print()
+    if not pairs and not services:
+        print(
+            "No size ran on both servers: give --sizes and --kube-sizes (or --pod-services "
+            "and --kube-pod-services) a size in common to compare them\n"
+        )
 
 
 async def main(args: argparse.Namespace) -> None:
@@ -248,8 +477,7 @@ async def main(args: argparse.Namespace) -> None:
     if "kopf" in suts and not harness.kopf_installed():
         print("kopf is not installed (pip install -e '.[bench]'): skipping it\n")
         suts.remove("kopf")
-    sizes = [int(s) for s in args.sizes.split(",") if s]
-    rates = [float(r) for r in args.rates.split(",") if r]
+    servers = [s for s in args.servers.split(",") if s]
     print(
         f"llmkube-py bench, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {platform.node()}, "
         f"{platform.processor() or platform.machine()}, Python {platform.python_version()}, "
@@ -258,29 +486,39 @@ async def main(args: argparse.Namespace) -> None:
     if args.queue_adds:
         await queue_section(args.queue_adds)
         print()
-    for workload in WORKLOADS if sizes else ():
-        products = await burst_section(workload, sizes, suts, args.workers, args.repeat)
-        print()
-        if products:
-            memory_section(products)
-            print()
-        steady_suts = [s for s in suts if s in ("product", "kopf")]
-        if rates and steady_suts:
-            await steady_section(workload, rates, args.steady_seconds, steady_suts, args.workers)
-            print()
-    service_sizes = [int(s) for s in args.service_sizes.split(",") if s]
-    if service_sizes and "product" in suts:
-        await quota_section(service_sizes, args.workers, args.repeat)
-        print()
-    pod_sizes = [int(s) for s in args.pod_services.split(",") if s]
-    if pod_sizes and "product" in suts:
-        await pods_section(pod_sizes, args.workers, args.repeat)
-        print()
+    test = real = None
+    if "testserver" in servers:
+        sizes = Sizes(
+            _ints(args.sizes),
+            _ints(args.service_sizes),
+            _ints(args.pod_services),
+            [float(r) for r in args.rates.split(",") if r],
+        )
+        test = await server_sections(harness.TEST_SERVER, sizes, suts, args)
+    if "kube" in servers:
+        sizes = Sizes(
+            _ints(args.kube_sizes),
+            _ints(args.kube_service_sizes),
+            _ints(args.kube_pod_services),
+            [float(r) for r in args.kube_rates.split(",") if r],
+        )
+        real = await kube_sections(sizes, suts, args)
+    if test is not None and real is not None:
+        servers_section(test, real)
     print(f"Load average at the end: {_load()}")
 
 
-def cli() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+def _servers(text: str) -> str:
+    unknown = [s for s in text.split(",") if s and s not in SERVERS]
+    if unknown:
+        raise argparse.ArgumentTypeError(
+            f"unknown server {unknown[0]!r}: choose from {', '.join(SERVERS)}"
+        )
+    return text
+
+
+def parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--sizes", default="1000,10000", help="burst sizes, comma separated")
     parser.add_argument(
         "--systems",
@@ -302,7 +540,29 @@ def cli() -> None:
     parser.add_argument("--rates", default="50,200", help="steady loads, objects/s")
     parser.add_argument("--steady-seconds", type=float, default=10.0)
     parser.add_argument("--queue-adds", type=int, default=200_000, help="0 skips the queue")
-    args = parser.parse_args()
+    parser.add_argument(
+        "--servers",
+        type=_servers,
+        default="testserver,kube",
+        help="testserver: a fresh test API server process per run; kube: the real "
+        "kube-apiserver, etcd, controllers and kwok nodes of devcluster/ (skipped where "
+        "`make kube-binaries` has not built them)",
+    )
+    parser.add_argument("--kube-sizes", default="500", help="--sizes on the real apiserver")
+    parser.add_argument(
+        "--kube-service-sizes", default="", help="--service-sizes on the real apiserver"
+    )
+    parser.add_argument(
+        "--kube-pod-services",
+        default="100",
+        help="--pod-services on the real apiserver (its pods Running on kwok nodes)",
+    )
+    parser.add_argument("--kube-rates", default="", help="--rates on the real apiserver")
+    return parser
+
+
+def cli() -> None:
+    args = parser().parse_args()
     log_setup.configure("error")
     asyncio.run(main(args))
 

@@ -4,7 +4,8 @@ List, then watch from the list's resourceVersion; every object without status go
 workers; each makes one status PATCH (the same fields the Model reconciler writes) and
 hands the same two Events to a pool of background writers (as many as the product's
 recorder has, so Events do not crowd out status writes). No cache, no queue semantics,
-no retries: whatever the product does beyond this is overhead.
+no retries: whatever the product does beyond this is overhead. On a real apiserver it
+presents the kubeconfig's client certificate over TLS (`connection`).
 """
 
 from __future__ import annotations
@@ -12,11 +13,15 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import ssl
 import uuid
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 import aiohttp
+from kubernetes_asyncio import client as k8s_client
+from kubernetes_asyncio import config as k8s_config
 
 from objtypes import Obj
 
@@ -96,17 +101,37 @@ class Busy:
         self.active -= 1
 
 
+@dataclass(frozen=True)
+class Connection:
+    url: str
+    tls: ssl.SSLContext | None = None  # None: plain http (the test server)
+
+
+async def connection(url: str | None, kubeconfig: str | None) -> Connection:
+    """A plain URL, or the kubeconfig's server, CA and client certificate."""
+    if kubeconfig is None:
+        assert url is not None
+        return Connection(url)
+    configuration = k8s_client.Configuration()
+    await k8s_config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
+    if not configuration.host or not configuration.cert_file:
+        raise ValueError(f"{kubeconfig}: the ceiling needs a server and a client certificate")
+    tls = ssl.create_default_context(cafile=configuration.ssl_ca_cert)
+    tls.load_cert_chain(configuration.cert_file, keyfile=configuration.key_file)
+    return Connection(configuration.host, tls)
+
+
 async def run(
-    url: str,
+    server: Connection,
     workers: int,
     events: int,
     ready: asyncio.Event,
     busy: Busy,
     event_writers: int = 8,
 ) -> None:
-    connector = aiohttp.TCPConnector(limit=workers + 8)
+    connector = aiohttp.TCPConnector(limit=workers + 8, ssl=server.tls or False)
     timeout = aiohttp.ClientTimeout(total=None, sock_read=None)
-    async with aiohttp.ClientSession(url, connector=connector, timeout=timeout) as session:
+    async with aiohttp.ClientSession(server.url, connector=connector, timeout=timeout) as session:
         todo: asyncio.Queue[Obj] = asyncio.Queue()
         to_post: asyncio.Queue[tuple[Obj, str]] = asyncio.Queue()
 

@@ -1,10 +1,12 @@
-"""Drive one system under test (SUT) against a fresh test API server, from outside.
+"""Drive one system under test (SUT) against an empty API server, from outside.
 
 Three processes, as in production: the API server, the SUT (product, ceiling or kopf)
 and this one, which creates the objects and watches for the SUT's writes with a client
-of its own. A burst run creates N objects at once (64 in flight) and times until every
-object is handled; a steady run creates objects at a fixed rate and reports latency
-from just before each create to the moment the watcher sees it handled.
+of its own. The server is a fresh test API server process per run (TEST_SERVER), or the
+real kube-apiserver of bench.kube (its namespaces made for the run and deleted after).
+A burst run creates N objects at once (64 in flight) and times until every object is
+handled; a steady run creates objects at a fixed rate and reports latency from just
+before each create to the moment the watcher sees it handled.
 """
 
 from __future__ import annotations
@@ -15,19 +17,24 @@ import json
 import os
 import statistics
 import sys
+import tempfile
 import time
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, Protocol
 
 from app.manifests import install_crds
 from controller.informer import Event, Informer
 from controller.kube import KubeClient
+from controller.resources import ResourceType
+from objtypes import Obj
 from testserver.process import ApiServerProcess
 
 from .workload import Workload
 
 CONCURRENCY = 64
+WARM_UP = 10_000_000  # the index of the object that shows the SUT handles at all
 KOPF_OPERATOR = Path(__file__).with_name("kopf_operator.py")
 REPO = Path(__file__).resolve().parent.parent  # so `python -m bench.sut` imports this tree
 
@@ -94,11 +101,91 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS  # utime, stime
 
 
-def _cpu(pids: dict[str, int]) -> dict[str, float]:
-    return {name: cpu_seconds(pid) for name, pid in pids.items()}
+def _cpu(pids: dict[str, list[int]]) -> dict[str, float]:
+    return {name: sum(cpu_seconds(pid) for pid in group) for name, group in pids.items()}
 
 
-def _command(sut: str, url: str, workers: int, workload: Workload) -> list[str]:
+@dataclass(frozen=True)
+class Target:
+    """How one run's SUT and the bench reach the API server: a plain URL (the test
+    server), or a kubeconfig with the server's CA and a client certificate (kube)."""
+
+    url: str
+    kubeconfig: str | None
+    pids: list[int]  # the server's processes: their CPU counts as "server"
+
+    async def connect(self, *, timeout: float = 120, pool_size: int = 32) -> KubeClient:
+        if self.kubeconfig is not None:
+            return await KubeClient.connect(
+                None, self.kubeconfig, timeout=timeout, pool_size=pool_size
+            )
+        return await KubeClient.connect(self.url, timeout=timeout, pool_size=pool_size)
+
+    def sut_args(self) -> list[str]:
+        """bench.sut's server arguments."""
+        return ["--kubeconfig", self.kubeconfig] if self.kubeconfig else [self.url]
+
+    def sut_env(self) -> dict[str, str]:
+        """What bench/kopf_operator.py logs in with."""
+        if self.kubeconfig is not None:
+            return {"KUBECONFIG": self.kubeconfig}
+        return {"BENCH_SERVER": self.url}
+
+
+class Server(Protocol):
+    """An API server the bench runs on."""
+
+    name: str  # in the tables
+
+    def fresh(
+        self, workload: Workload, count: int
+    ) -> contextlib.AbstractAsyncContextManager[Target]:
+        """The server for one run: our CRDs installed, nothing of an earlier run left."""
+        ...
+
+    async def settle(self, client: KubeClient, created: list[tuple[ResourceType, Obj]]) -> None:
+        """Wait until the workload's setup objects are as a cluster would hold them."""
+        ...
+
+
+class FreshTestServer:
+    """A fresh test API server process per run (testserver/)."""
+
+    name = "test server"
+
+    @contextlib.asynccontextmanager
+    async def fresh(self, workload: Workload, count: int) -> AsyncIterator[Target]:
+        server = await ApiServerProcess.start("--history", str(count * 8 + 1000))
+        try:
+            assert server.proc.pid is not None
+            target = Target(server.url, None, [server.proc.pid])
+            client = await target.connect()
+            try:
+                await install_crds(client)
+            finally:
+                await client.close()
+            yield target
+        finally:
+            await server.stop()
+
+    async def settle(self, client: KubeClient, created: list[tuple[ResourceType, Obj]]) -> None:
+        """Nothing runs pods here: a pod stays as created."""
+
+
+TEST_SERVER = FreshTestServer()
+
+
+def namespaces_of(workload: Workload, count: int) -> list[str]:
+    """Every namespace a run of `count` objects writes to (the setup's, the objects',
+    the warm-up object's)."""
+    objs: Iterable[Obj] = (
+        *(obj for _, obj in workload.setup(count)),
+        *(workload.make(i) for i in (*range(count), WARM_UP)),
+    )
+    return sorted({obj["metadata"]["namespace"] for obj in objs})
+
+
+def _command(sut: str, target: Target, workers: int, workload: Workload) -> list[str]:
     if sut == "kopf":
         return [
             sys.executable,
@@ -117,7 +204,7 @@ def _command(sut: str, url: str, workers: int, workload: Workload) -> list[str]:
         "-m",
         "bench.sut",
         kind,
-        url,
+        *target.sut_args(),
         "--workers",
         str(workers),
         "--events",
@@ -130,28 +217,37 @@ def _command(sut: str, url: str, workers: int, workload: Workload) -> list[str]:
 
 
 class _Sut:
-    """The SUT's process; READY on its stdout (kopf: the first object handled) means it runs."""
+    """The SUT's process; READY on its stdout (kopf: the first object handled) means it runs.
+    Its stderr goes to a file, whose end an error about the SUT quotes."""
 
-    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+    def __init__(self, proc: asyncio.subprocess.Process, stderr: IO[bytes]) -> None:
         self.proc = proc
+        self.stderr = stderr
 
     @classmethod
-    async def start(cls, sut: str, url: str, workers: int, workload: Workload) -> _Sut:
-        env = {**os.environ, "BENCH_SERVER": url}
+    async def start(cls, sut: str, target: Target, workers: int, workload: Workload) -> _Sut:
+        env = {**os.environ, **target.sut_env()}
+        stderr = tempfile.TemporaryFile()  # noqa: SIM115 (unlinked; lives as long as the _Sut)
         proc = await asyncio.create_subprocess_exec(
-            *_command(sut, url, workers, workload),
+            *_command(sut, target, workers, workload),
             stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.DEVNULL,
+            stderr=stderr,
             env=env,
             cwd=REPO,
         )
+        self = cls(proc, stderr)
         if sut != "kopf":
             assert proc.stdout is not None
             line = (await asyncio.wait_for(proc.stdout.readline(), 60)).decode().strip()
             if line != "READY":
-                proc.kill()
-                raise RuntimeError(f"{sut} did not start: {line!r}")
-        return cls(proc)
+                await self.stop()
+                raise RuntimeError(f"{sut} did not start: {line!r}{self.stderr_tail()}")
+        return self
+
+    def stderr_tail(self, chars: int = 2000) -> str:
+        self.stderr.seek(0)
+        text = self.stderr.read().decode(errors="replace").strip()
+        return f"; its stderr ends:\n{text[-chars:]}" if text else ""
 
     async def stop(self) -> dict[str, Any]:
         stats: dict[str, Any] = {}
@@ -169,6 +265,12 @@ class _Sut:
             self.proc.kill()
             await self.proc.wait()
         return stats
+
+    async def until_handled(self, watcher: _Watcher, name: str) -> None:
+        try:
+            await watcher.until(name)
+        except TimeoutError as e:
+            raise TimeoutError(f"{e}{self.stderr_tail()}") from None
 
 
 class _Watcher:
@@ -205,29 +307,44 @@ async def run(
     rate: float = 0.0,
     seconds: float = 0.0,
     workers: int = 16,
+    server: Server = TEST_SERVER,
 ) -> RunResult:
     """A burst of `objects`, or (rate > 0) `rate` objects per second for `seconds`."""
     count = int(rate * seconds) if rate > 0 else objects
-    server = await ApiServerProcess.start("--history", str(count * 8 + 1000))
-    client = await KubeClient.connect(server.url, timeout=120)
-    watcher_client = await KubeClient.connect(server.url, timeout=120)
+    warm = workload.make(WARM_UP)
+    async with server.fresh(workload, count) as target:
+        return await _run_on(target, server, sut, workload, count, rate, warm, workers)
+
+
+async def _run_on(
+    target: Target,
+    server: Server,
+    sut: str,
+    workload: Workload,
+    count: int,
+    rate: float,
+    warm: Obj,
+    workers: int,
+) -> RunResult:
+    client = await target.connect()
+    watcher_client = await target.connect()
     # The load generator shares the CPUs with the system under test: it uses the
     # product's lean client (kept-alive connections, no per-request proxy lookups).
-    loader = await KubeClient.connect(server.url, timeout=120, pool_size=CONCURRENCY + 8)
+    loader = await target.connect(pool_size=CONCURRENCY + 8)
     sut_proc: _Sut | None = None
     watch_task: asyncio.Task[None] | None = None
     try:
-        await install_crds(client)
-        for rt, obj in workload.setup(count):
+        setup = workload.setup(count)
+        for rt, obj in setup:
             await client.create(rt, obj)
+        await server.settle(client, setup)
         watcher = _Watcher(watcher_client, workload)
         watch_task = asyncio.create_task(watcher.informer.run())
         await watcher.informer.synced.wait()
-        sut_proc = await _Sut.start(sut, server.url, workers, workload)
+        sut_proc = await _Sut.start(sut, target, workers, workload)
         # Warm up: the SUT has listed, watches and handles (and kopf has started at all).
-        warm = workload.make(10_000_000)
         await client.create(workload.resource, warm)
-        await watcher.until(warm["metadata"]["name"])
+        await sut_proc.until_handled(watcher, warm["metadata"]["name"])
         watcher.wanted = count + 1
         created: dict[str, float] = {}
 
@@ -236,7 +353,7 @@ async def run(
             created[obj["metadata"]["name"]] = time.perf_counter()
             await loader.create(workload.resource, obj)
 
-        pids = {"sut": sut_proc.proc.pid, "server": server.proc.pid, "bench": os.getpid()}
+        pids = {"sut": [sut_proc.proc.pid], "server": target.pids, "bench": [os.getpid()]}
         cpu_before = _cpu(pids)
         started_at = time.time()
         start = time.perf_counter()
@@ -271,4 +388,3 @@ async def run(
         await loader.close()
         await client.close()
         await watcher_client.close()
-        await server.stop()

@@ -1,9 +1,10 @@
 """kopf doing the product's job for the comparison: one status write per Model.
 
 Run by the bench as `python -m kopf run bench/kopf_operator.py --standalone -A`, with
-BENCH_SERVER naming the API server. An event handler with a guard is kopf's cheapest
-form (no handler progress or last-handled annotations); Event posting is off, as in the
-measurements issue 15 quotes.
+BENCH_SERVER naming the test API server, or KUBECONFIG a real apiserver's kubeconfig
+(its CA and client certificate, read by kopf's own kubeconfig login). An event handler
+with a guard is kopf's cheapest form (no handler progress or last-handled annotations);
+Event posting is off, as in the measurements issue 15 quotes.
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ import kopf
 
 
 @kopf.on.login()
-def login(**_: Any) -> kopf.ConnectionInfo:
-    return kopf.ConnectionInfo(server=os.environ["BENCH_SERVER"], insecure=True)
+def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+    if "BENCH_SERVER" in os.environ:
+        return kopf.ConnectionInfo(server=os.environ["BENCH_SERVER"], insecure=True)
+    return kopf.login_with_kubeconfig(**kwargs)
 
 
 @kopf.on.startup()

@@ -1,4 +1,6 @@
-"""A system under test, in its own process as it would run: `python -m bench.sut KIND URL`.
+"""A system under test, in its own process as it would run: `python -m bench.sut KIND URL`
+(the test server) or `python -m bench.sut KIND --kubeconfig PATH` (a real apiserver, TLS
+and a client certificate).
 
 KIND is `product` (the controller's Manager) or `ceiling` (bench.ceiling); with
 `--events 0` neither writes Events (the product's recorder has no room: each Event is
@@ -60,9 +62,14 @@ async def _until_sigterm() -> None:
 
 
 async def product(
-    url: str, workers: int, events: int, resource: str, controller: str
+    url: str | None,
+    kubeconfig: str | None,
+    workers: int,
+    events: int,
+    resource: str,
+    controller: str,
 ) -> dict[str, Any]:
-    client = await KubeClient.connect(url, timeout=120)
+    client = await KubeClient.connect(url, kubeconfig, timeout=120)
     manager = Manager(
         client, ManagerConfig(http_port=None, workers=workers), reconcilers=reconcilers()
     )
@@ -117,10 +124,13 @@ async def product(
     return stats
 
 
-async def run_ceiling(url: str, workers: int, events: int) -> dict[str, Any]:
+async def run_ceiling(
+    url: str | None, kubeconfig: str | None, workers: int, events: int
+) -> dict[str, Any]:
     ready, busy = asyncio.Event(), ceiling.Busy()
     stats: dict[str, Any] = {}
-    task = asyncio.create_task(ceiling.run(url, workers, events, ready, busy))
+    server = await ceiling.connection(url, kubeconfig)
+    task = asyncio.create_task(ceiling.run(server, workers, events, ready, busy))
     await ready.wait()
     tracker = asyncio.create_task(_track_busy(lambda: busy.idle, stats))
     print("READY", flush=True)
@@ -137,22 +147,32 @@ async def run_ceiling(url: str, workers: int, events: int) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("kind", choices=["product", "ceiling"])
-    parser.add_argument("url")
+    parser.add_argument("url", nargs="?", help="the test server's plain http:// URL")
+    parser.add_argument("--kubeconfig", help="instead of URL: server, CA, client certificate")
     parser.add_argument("--workers", type=int, default=16)
     parser.add_argument("--events", type=int, default=2, help="Events per object; 0: none")
     parser.add_argument("--resource", default=MODEL.plural, help="the objects created")
     parser.add_argument("--controller", default="model", help="their reconciler")
     args = parser.parse_args()
+    if (args.url is None) == (args.kubeconfig is None):
+        parser.error("give the URL or --kubeconfig")
     log_setup.configure("error")
     profile = cProfile.Profile() if os.environ.get("BENCH_PROFILE") else None
     if profile is not None:  # BENCH_PROFILE=dir: a pstats file per SUT process
         profile.enable()
     if args.kind == "product":
         stats = asyncio.run(
-            product(args.url, args.workers, args.events, args.resource, args.controller)
+            product(
+                args.url,
+                args.kubeconfig,
+                args.workers,
+                args.events,
+                args.resource,
+                args.controller,
+            )
         )
     else:
-        stats = asyncio.run(run_ceiling(args.url, args.workers, args.events))
+        stats = asyncio.run(run_ceiling(args.url, args.kubeconfig, args.workers, args.events))
     if profile is not None:
         profile.disable()
         profile.dump_stats(f"{os.environ['BENCH_PROFILE']}/{args.kind}-{os.getpid()}.pstats")

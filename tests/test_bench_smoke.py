@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from bench import harness, queue_bench
+from bench import harness, kube, queue_bench
+from bench.__main__ import Figures, main, parser, servers_section
 from bench.report import table
 from bench.workload import MODELS, SERVICES_WITH_PODS
+
+from .support.tables import table_titled
 
 
 async def test_queue_bench_counts_dedup() -> None:
@@ -63,3 +66,51 @@ def test_table_aligns_columns() -> None:
     assert lines[0] == "T"
     assert len({len(line) for line in lines[1:]}) == 1
     assert "12,345" in text and "2.500" in text
+
+
+async def test_kube_section_is_skipped_saying_why_without_binaries(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("K8S_VERSION", "1.0.0")  # a version never built here
+    reason = kube.unavailable()
+    assert reason is not None
+    assert "kube-apiserver" in reason and "make kube-binaries" in reason
+    await main(parser().parse_args(["--servers=kube", "--queue-adds=0"]))
+    out = capsys.readouterr().out
+    assert f"Real apiserver skipped: {reason}" in out
+    assert "Load average at the end" in out
+
+
+def test_unknown_server_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        parser().parse_args(["--servers=testserver,minikube"])
+    assert "unknown server 'minikube'" in capsys.readouterr().err
+
+
+def test_both_servers_side_by_side(capsys: pytest.CaptureFixture[str]) -> None:
+    test, real = Figures("test server"), Figures("kube-apiserver v1.34.4")
+    for figures, product, ceiling in ((test, 1000.0, 1250.0), (real, 300.0, 200.0)):
+        cpu = {"CPU sut": 0.5, "CPU server": 1.0, "CPU bench": 0.25}
+        figures.models[500, "product"] = {"status": product, "drained": product, **cpu}
+        figures.models[500, "ceiling"] = {"status": ceiling, "drained": ceiling, **cpu}
+        figures.pods[100] = {
+            "services/s": product / 10,
+            "reconciles/svc": 3.0,
+            "CPU sut": 2.0,
+            "CPU server": 4.0,
+        }
+    test.models[10_000, "product"] = test.models[500, "product"]  # only on the test server
+    servers_section(test, real)
+    out = capsys.readouterr().out
+    models = table_titled(out, "Models on both servers")
+    assert [row[:5] for row in models] == [
+        ["500", "product", "1,000", "300", "0.30x"],
+        ["500", "ceiling", "1,250", "200", "0.16x"],
+    ]
+    ratios = table_titled(out, "Ratios on both servers")
+    assert ratios == [
+        ["500", "product/ceiling", "0.80x", "1.50x"],
+        ["500", "same, all writes", "0.80x", "1.50x"],
+    ]
+    pods = table_titled(out, "InferenceServices with one pod each on both servers")
+    assert [row[:4] for row in pods] == [["100", "100", "30", "0.30x"]]
