@@ -42,6 +42,8 @@ def test_the_device_argv_is_the_pod_argv_with_only_model_host_and_port_replaced(
     rendered: dict[str, dict[str, object]],
 ) -> None:
     for case in rendered.values():
+        if "diagnostic" in case:
+            continue
         pod, dev = case["pod_args"], case["args"]
         assert isinstance(pod, list) and isinstance(dev, list)
         assert _value(dev, "--model") == "/m/tiny.gguf"
@@ -92,12 +94,11 @@ def test_the_runner_serves_and_records_each_argv_on_the_cpu_build(tmp_path: Path
     ).stdout.strip()
     if not Path(binary).is_file():
         pytest.skip(f"llama-server not built ({binary}): scripts/build-llama-server.sh")
-    sys.path.insert(0, str(REPO))
-    from tests.tiny_gguf import write_tiny_gguf
-
-    model = write_tiny_gguf(tmp_path / "tiny.gguf")
+    argv = _argv_module()
+    model = tmp_path / "tiny.gguf"
+    argv.write_models(model)
     argv_json = tmp_path / "argv.json"
-    argv_json.write_text(json.dumps(_argv_module().render(str(model))))
+    argv_json.write_text(json.dumps(argv.render(str(model))))
     results_json = tmp_path / "results.json"
     runner = [sys.executable, str(CHECK / "serve_each.py"), binary]
     done = subprocess.run(
@@ -107,11 +108,32 @@ def test_the_runner_serves_and_records_each_argv_on_the_cpu_build(tmp_path: Path
         timeout=600,
     )
     results = {r["name"]: r for r in json.loads(results_json.read_text())}
-    no_device = {"gpu2-tensor-fa-on", "gpu2-tensor-fa-auto", "gpu2-tensor-fa-off-refused"}
+    no_device = {n for n, r in results.items() if "--split-mode tensor" in " ".join(r["argv"])}
     for name, r in results.items():
         if name in no_device:
-            assert not r["health"] and any("needs >= 1 devices" in ln for ln in r["log_lines"])
+            assert not r["health"], (name, r)
+            assert any("needs >= 1 devices" in ln for ln in r["log_lines"])
         elif r["expect"] == "serve":
             assert r["ok"] and r["completion"]["status"] == 200, (name, r)
     # row split: a CPU build ignores the split mode and serves, so the refusal's check fails
     assert not results["gpu2-row-refused"]["ok"] and done.returncode == 1
+    assert results["diag-layer-h64"]["ok"] and len(no_device) == 7
+
+
+def test_each_diagnostic_differs_from_its_base_only_as_it_says(
+    rendered: dict[str, dict[str, object]],
+) -> None:
+    diagnostics = {n: c for n, c in rendered.items() if "diagnostic" in c}
+    assert len(diagnostics) == 5
+    for case in diagnostics.values():
+        base_name, _, changes = str(case["diagnostic"]).partition(" with ")
+        base = rendered[base_name]["args"]
+        args = case["args"]
+        assert isinstance(base, list) and isinstance(args, list)
+        expected = list(base)
+        if "head-64 model" in changes:
+            expected[expected.index("/m/tiny.gguf")] = "/m/tiny-h64.gguf"
+        if "no --tensor-split" in changes:
+            i = expected.index("--tensor-split")
+            del expected[i : i + 2]
+        assert args == expected and args != base

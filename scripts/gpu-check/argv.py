@@ -12,6 +12,8 @@ Specs we refuse run too, as `expect: "exit"`: each must fail there with the mess
 refusal quotes (so the refusal is shown right on a real CUDA build).
 
     .venv/bin/python scripts/gpu-check/argv.py OUT.json MODEL_PATH
+
+writes OUT.json, the tiny model at MODEL_PATH and its head-64 variant beside it.
 """
 
 from __future__ import annotations
@@ -106,6 +108,55 @@ CASES: list[tuple[str, Obj, Obj, str, str]] = [
 ]
 
 
+# Diagnostics of the tensor-split abort seen on one H200 (docs/runtimes.md): the same
+# argv on a tiny model of head size 64 (CUDA flash attention has kernels for it, not for
+# 32), and with --tensor-split left out (one part per device found). Not our argv where
+# a step is dropped: each names its base case and what differs.
+DIAGNOSTICS: list[tuple[str, str, bool, bool]] = [
+    # (name, base case, on the head-64 model, without --tensor-split)
+    ("diag-tensor-fa-on-h64", "gpu2-tensor-fa-on", True, False),
+    ("diag-tensor-fa-auto-h64", "gpu2-tensor-fa-auto", True, False),
+    ("diag-tensor-fa-on-no-ts", "gpu2-tensor-fa-on", False, True),
+    ("diag-tensor-fa-on-h64-no-ts", "gpu2-tensor-fa-on", True, True),
+    ("diag-layer-h64", "gpu2-layer", True, False),
+]
+
+
+def head64_path(model_path: str) -> str:
+    """Where the head-64 variant of the tiny model lies, beside it."""
+    return str(Path(model_path).with_name("tiny-h64.gguf"))
+
+
+def write_models(model_path: Path) -> None:
+    """The tests' tiny GGUF (tests/tiny_gguf.py) and, beside it, its head-64 variant:
+    the same writer with one head of 64 instead of two of 32."""
+    from tests import tiny_gguf
+
+    tiny_gguf.write_tiny_gguf(model_path)
+    heads = tiny_gguf.N_HEAD
+    tiny_gguf.N_HEAD = 1
+    try:
+        tiny_gguf.write_tiny_gguf(Path(head64_path(str(model_path))))
+    finally:
+        tiny_gguf.N_HEAD = heads
+
+
+def diagnostic(base: Obj, name: str, h64: bool, no_split: bool, model_path: str) -> Obj:
+    args: list[str] = list(base["args"])
+    if h64:
+        args[args.index(model_path)] = head64_path(model_path)
+    if no_split:
+        i = args.index("--tensor-split")
+        del args[i : i + 2]
+    changes = [*(["head-64 model"] if h64 else []), *(["no --tensor-split"] if no_split else [])]
+    return {
+        **base,
+        "name": name,
+        "args": args,
+        "diagnostic": f"{base['name']} with {' and '.join(changes)}",
+    }
+
+
 def for_device(args: list[str], model_path: str) -> list[str]:
     out: list[str] = []
     it = iter(args)
@@ -151,13 +202,19 @@ def render(model_path: str) -> list[Obj]:
                 "refused": refused,
             }
         )
+    by_name = {c["name"]: c for c in rendered}
+    rendered += [
+        diagnostic(by_name[base], name, h64, no_split, model_path)
+        for name, base, h64, no_split in DIAGNOSTICS
+    ]
     return rendered
 
 
 def main() -> None:
     out, model_path = Path(sys.argv[1]), sys.argv[2]
+    write_models(Path(model_path))
     out.write_text(json.dumps(render(model_path), indent=1) + "\n")
-    print(f"{out}: {len(CASES)} argv")
+    print(f"{out}: {len(CASES)} argv and {len(DIAGNOSTICS)} diagnostics")
 
 
 if __name__ == "__main__":

@@ -31,11 +31,6 @@ if [[ ! -f "$DEST/llama.cpp/CMakeLists.txt" ]]; then
     rm -rf "$DL/x"
 fi
 
-(cd "$REPO" && "$PY" -c "
-import sys
-from pathlib import Path
-from tests.tiny_gguf import write_tiny_gguf
-print(write_tiny_gguf(Path(sys.argv[1])))" "$(cd "$DEST" && pwd)/tiny.gguf")
-"$PY" "$HERE/argv.py" "$DEST/argv.json" "$DEST/tiny.gguf"
+"$PY" "$HERE/argv.py" "$DEST/argv.json" "$DEST/tiny.gguf"  # and tiny-h64.gguf
 cp "$HERE/run.sh" "$HERE/serve_each.py" "$DEST/"
-du -sh "$DEST/llama.cpp" "$DEST/tiny.gguf" "$DEST/argv.json"
+du -sh "$DEST/llama.cpp" "$DEST/tiny.gguf" "$DEST/tiny-h64.gguf" "$DEST/argv.json"

@@ -11,7 +11,8 @@
 # Writes to $OUT (else .gpu/out): env.txt, configure.log, build.log, serve.txt,
 # results.json, summary.json. Every step is bounded: the build by BUILD_LIMIT seconds
 # (default 400), the whole script by BUDGET seconds from its start (default 520), so
-# what it has is written before the caller's limit.
+# what it has is written before the caller's limit. LV: llama-server's -lv (default 4,
+# which logs the offloaded layer count).
 set -uo pipefail
 
 DIR=$(cd "$(dirname "$0")" && pwd)
@@ -109,7 +110,7 @@ fi
 } | tee -a "$OUT/env.txt"
 left=$((BUDGET - ($(date +%s) - T0)))
 timeout "$((left > 20 ? left : 20))" python3 "$DIR/serve_each.py" "$BINARY" "$DIR/argv.json" \
-    "$OUT/results.json" --deadline "$((T0 + BUDGET - 5))" $CPU 2>&1 | tee "$OUT/serve.txt"
+    "$OUT/results.json" --deadline "$((T0 + BUDGET - 5))" --lv "${LV:-4}" $CPU 2>&1 | tee "$OUT/serve.txt"
 serve_rc=${PIPESTATUS[0]}
 summary
 exit "$serve_rc"

@@ -3,12 +3,14 @@
 
 Standard library only: it runs on the device machine's python3.
 
-    python3 serve_each.py BINARY ARGV_JSON RESULTS_JSON [--deadline EPOCH] [--cpu]
+    python3 serve_each.py BINARY ARGV_JSON RESULTS_JSON [--deadline EPOCH] [--cpu] [--lv N]
 
 --deadline: a case not started by then is recorded "not run (out of time)", and a case
 running then is stopped, so the results are written before the caller's own limit.
 --cpu: the rehearsal on a CPU build: GPU buffers in --override-tensor -> CPU (as
 tests/test_llama_server_real.py does); everything else runs as on the device.
+--lv N: appends `-lv N` (llama.cpp's log verbosity; at 4 it logs "offloaded N/M layers
+to GPU" and the flash attention it resolved), after the argv, so nothing else changes.
 """
 
 from __future__ import annotations
@@ -31,8 +33,8 @@ PARALLEL = 4
 GPU_BUFFER = re.compile(r"=(CUDA|ROCm|Vulkan|SYCL|Metal)\d*$")
 # What the server says about devices, offload, split mode and flash attention.
 LOG_LINES = re.compile(
-    r"offload|split|Meta device|tensor parallel|flash_attn|CUDA|GPU|ggml_cuda|"
-    r"using device|model buffer size|KV buffer|error|failed|exception|abort",
+    r"offload|split.mode|split buffers|Meta device|tensor parallel|flash_attn|"
+    r"Flash Attention|using device|CUDA\d model buffer|error|failed|exception|abort|fatal",
     re.IGNORECASE,
 )
 
@@ -66,12 +68,16 @@ def device_argv(args: list[str], port: int, cpu: bool) -> list[str]:
     return out
 
 
-def run_case(binary: str, case: dict[str, Any], deadline: float, cpu: bool) -> dict[str, Any]:
+def run_case(
+    binary: str, case: dict[str, Any], deadline: float, cpu: bool, lv: str | None
+) -> dict[str, Any]:
     result: dict[str, Any] = {"name": case["name"], "expect": case["expect"]}
+    if case.get("diagnostic"):
+        result["diagnostic"] = case["diagnostic"]
     if time.time() > deadline - 10:
         return {**result, "ok": False, "note": "not run (out of time)"}
     port = free_port()
-    argv = device_argv(case["args"], port, cpu)
+    argv = device_argv(case["args"], port, cpu) + (["-lv", lv] if lv else [])
     result["argv"] = argv
     env = {k: v for k, v in os.environ.items() if not k.startswith("LLAMA_ARG_")}
     started = time.monotonic()
@@ -112,8 +118,8 @@ def run_case(binary: str, case: dict[str, Any], deadline: float, cpu: bool) -> d
             proc.kill()
     log = proc.communicate()[0]
     result["exit"] = proc.returncode
-    result["log_lines"] = [ln for ln in log.splitlines() if LOG_LINES.search(ln)][:60]
-    result["log_tail"] = log.splitlines()[-15:]
+    result["log_lines"] = [ln for ln in log.splitlines() if LOG_LINES.search(ln)][:80]
+    result["log_tail"] = log.splitlines()[-40:]
     served = healthy and result.get("completion", {}).get("status") == 200
     if case["expect"] == "serve":
         result["ok"] = bool(served and "ok" in result["completion"]["content"])
@@ -127,12 +133,13 @@ def main() -> int:
     rest = sys.argv[4:]
     cpu = "--cpu" in rest
     deadline = float(rest[rest.index("--deadline") + 1]) if "--deadline" in rest else 1e18
+    lv = rest[rest.index("--lv") + 1] if "--lv" in rest else None
     cases = json.loads(Path(argv_json).read_text())
     with ThreadPoolExecutor(PARALLEL) as pool:
-        results = list(pool.map(lambda c: run_case(binary, c, deadline, cpu), cases))
+        results = list(pool.map(lambda c: run_case(binary, c, deadline, cpu, lv), cases))
     Path(results_json).write_text(json.dumps(results, indent=1) + "\n")
     for r in results:
-        mark = "OK  " if r["ok"] else "FAIL"
+        mark = ("OK  " if r["ok"] else "FAIL") + (" (diagnostic)" if "diagnostic" in r else "")
         how = r.get("note") or (
             f"health={r['health']} exit={r['exit']} start={r['start_s']}s "
             f"completion={r.get('completion', {}).get('content', '-')!r}"
