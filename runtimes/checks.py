@@ -161,11 +161,12 @@ def runtime_problems(
                 "runtime would exit, and the container port, probes and Service follow it",
             )
         )
+    gpus = pod_gpus(model, service, claimed_devices)
     if runtime == "llamacpp":
         problems += [
-            Problem(INVALID_RUNTIME_CONFIG, m) for m in _llamacpp_split_problems(service, model, rt)
+            Problem(INVALID_RUNTIME_CONFIG, m)
+            for m in _llamacpp_split_problems(service, model, rt, gpus)
         ]
-    gpus = pod_gpus(model, service, claimed_devices)
     wanted, how = parallelism(runtime, rt, service.multi_node is not None)
     extra = user_args(runtime, normalize_user_args(runtime, service.extra_args))
     if runtime == "llamacpp" and model.gpu.layer_split and "--tensor-split" not in extra:
@@ -204,11 +205,13 @@ ROW_SPLIT_VARIANTS = ("intel",)
 
 
 def _llamacpp_split_problems(
-    service: InferenceServiceSpec, model: ModelSpec, rt: RuntimeCommand
+    service: InferenceServiceSpec, model: ModelSpec, rt: RuntimeCommand, gpus: int | None
 ) -> list[str]:
     """The split mode the pod runs, refused where b10068 exits at load with it: row on a
     GPU build without split buffers ("device CUDA0 does not support split buffers"),
-    tensor with flash attention off ("SPLIT_MODE_TENSOR requires flash_attn")."""
+    tensor with flash attention off ("SPLIT_MODE_TENSOR requires flash_attn"), tensor on
+    a pod with one GPU (its tensor-parallel device made of one GPU fails an assertion at
+    warm-up: scripts/gpu-check on an H200, docs/runtimes.md)."""
     if not uses_gpu(model, service):
         return []  # no GPU device: the split mode has no effect
     extra = normalize_user_args("llamacpp", service.extra_args)
@@ -229,6 +232,12 @@ def _llamacpp_split_problems(
             "... does not support split buffers'); use tensor (parallel) or layer"
         )
     fa = user_args("llamacpp", tuple(rt.args)).value("--flash-attn")
+    if mode == "tensor" and gpus == 1:
+        problems.append(
+            f"{where}: tensor split on a pod with one GPU: llama.cpp b10068 aborts at "
+            "warm-up (GGML_ASSERT in ggml-backend-meta.cpp, its tensor-parallel device made "
+            "of one GPU); use layer or none, or give each pod more GPUs"
+        )
     if mode == "tensor" and fa in FLASH_ATTN_OFF:
         problems.append(
             f"{where}: tensor split needs flash attention, and it is set {fa!r} "

@@ -285,6 +285,7 @@ def startup_errors(
     platform: str = "cuda",
     members: int | None = None,
     serves_http: bool = True,
+    gpus: int | None = None,
 ) -> list[str]:
     """What the release checks after parsing, before it serves: vLLM's quantization,
     KV-cache dtype and attention backend tables (per platform), its data-parallel ranks
@@ -337,6 +338,10 @@ def startup_errors(
             errors.append("device CUDA0 does not support split buffers")
         if mode == "tensor" and _last(parsed, "--flash-attn") in ("off", "disabled", "false", "0"):
             errors.append("SPLIT_MODE_TENSOR requires flash_attn to be enabled")
+        # Seen on b10068's CUDA build on an H200 (scripts/gpu-check, docs/runtimes.md): the
+        # tensor-parallel Meta device made of one GPU aborts at warm-up.
+        if mode == "tensor" and gpus == 1:
+            errors.append("GGML_ASSERT(src_ss[0].axis == GGML_BACKEND_SPLIT_AXIS_2) failed")
     if runtime == "tgi":
         tokens, length = _last(parsed, "--max-input-tokens"), _last(parsed, "--max-input-length")
         if tokens is not None and length is not None:

@@ -316,6 +316,17 @@ def test_19_tensor_strategy_is_tensor_split_and_row_runs_only_on_sycl() -> None:
     assert problems(cpu_gguf(), "llamacpp", extraArgs=["-sm", "row"]) == []
 
 
+def test_tensor_split_on_a_pod_with_one_gpu_is_refused() -> None:
+    """b10068's CUDA build on an H200 aborts at warm-up with tensor split over one GPU
+    (scripts/gpu-check, docs/runtimes.md); two or more per pod are accepted."""
+    refused = problems(model(1, GGUF), "llamacpp", extraArgs=["--split-mode", "tensor"])
+    assert any(
+        "spec.extraArgs (--split-mode): tensor split on a pod with one GPU" in p for p in refused
+    ), refused
+    assert problems(model(2, GGUF), "llamacpp", extraArgs=["-sm", "tensor"]) == []
+    assert problems(cpu_gguf(), "llamacpp", extraArgs=["-sm", "tensor"]) == []
+
+
 # -- The reconcile says what the webhook says ------------------------------------------
 
 

@@ -38,6 +38,7 @@ from runtimes.args import LOOPBACK, extra_options, vllm_positionals
 from runtimes.checks import INVALID_RUNTIME_CONFIG, Problem, runtime_problems
 from runtimes.command import MODEL_OPTIONS
 from runtimes.flags import CHOICES, FLAGS, normalize_user_args, user_args
+from runtimes.gpu import runtime_device_count
 from runtimes.images import VERSIONS
 from webhook.admission import verdict
 
@@ -415,7 +416,11 @@ def specs() -> Iterator[tuple[str, Obj, Obj]]:
                     if strategy == "row":  # row split: SYCL (the intel image) only
                         gpu = {**m["hardware"]["gpu"], "vendor": "intel"}
                         yield runtime, {**m, "hardware": {**m["hardware"], "gpu": gpu}}, base
-                for split in (["-sm", "row"], ["--split-mode", "tensor", "-fa", "off"]):
+                for split in (
+                    ["-sm", "row"],
+                    ["--split-mode", "tensor", "-fa", "off"],
+                    ["--split-mode", "tensor"],  # refused where a pod sees one GPU
+                ):
                     yield runtime, model, {**base, "extraArgs": split}
         for model in _source_models(runtime, count, claims):
             yield runtime, model, base
@@ -463,11 +468,14 @@ def _platform(image: str) -> str:
     return "cuda"
 
 
-def _startup_and_reach(runtime: str, parsed: Any, pod: Obj, members: int | None) -> list[str]:
+def _startup_and_reach(
+    runtime: str, parsed: Any, pod: Obj, members: int | None, gpus: int | None
+) -> list[str]:
     """What the release refuses after parsing, and a bind address no probe reaches."""
     container = pod["containers"][0]
     serves_http = "readinessProbe" in container
-    errors = startup_errors(runtime, parsed, _platform(container["image"]), members, serves_http)
+    platform = _platform(container["image"])
+    errors = startup_errors(runtime, parsed, platform, members, serves_http, gpus)
     for host in parsed.values.get("--hostname" if runtime == "tgi" else "--host") or []:
         if host and LOOPBACK.match(host):
             errors.append(f"binds {host}: probes and the Service cannot reach it")
@@ -588,14 +596,32 @@ def model_argument_errors(runtime: str, pod: Obj, parsed: Parsed) -> list[str]:
     return errors
 
 
+def _devices(pod: Obj, model: Any, service: Any) -> int | None:
+    """The GPUs the pod's runtime sees: its device-plugin limit; with claims, LLMKube's
+    count (the guide sizes the runtime by it), unknown without one."""
+    limits = (pod["containers"][0].get("resources") or {}).get("limits") or {}
+    plugin = [int(v) for k, v in limits.items() if "/" in k and not k.startswith("hugepages")]
+    if plugin:
+        return sum(plugin)
+    if pod.get("resourceClaims"):
+        return runtime_device_count(model, service) or None
+    return 0
+
+
 def _check_pod(
-    runtime: str, checker: Checker, pod: Obj, members: int | None = None, ours: bool = True
+    runtime: str,
+    checker: Checker,
+    pod: Obj,
+    members: int | None = None,
+    ours: bool = True,
+    gpus: int | None = None,
 ) -> list[str]:
-    """ours: the model argument is the controller's, not a user's extraArgs override."""
+    """ours: the model argument is the controller's, not a user's extraArgs override;
+    gpus: the GPUs its runtime sees (_devices)."""
     container = pod["containers"][0]
     argv = container["args"]
     parsed = checker.parse(argv)
-    errors = list(parsed.errors) + _startup_and_reach(runtime, parsed, pod, members)
+    errors = list(parsed.errors) + _startup_and_reach(runtime, parsed, pod, members, gpus)
     given = [k for k in MODEL_FLAGS[runtime] if parsed.values.get(k)] + (
         ["positional"] if parsed.positionals else []
     )
@@ -647,10 +673,14 @@ def test_every_argv_parses_at_the_pinned_versions(capsys: pytest.CaptureFixture[
                 # The refusal is needed: the argv it would have run fails a check.
                 invalid[runtime] += 1
                 if not any(
-                    _check_pod(runtime, check[runtime], p, members) for p in _pods(service, model)
+                    _check_pod(
+                        runtime, check[runtime], p, members, gpus=_devices(p, model, service)
+                    )
+                    for p in _pods(service, model)
                 ):
                     failures.append(
-                        f"{runtime} {service_spec}: refused but it would start: {problems}"
+                        f"{runtime} {service_spec} {model_spec}: refused but it would start: "
+                        f"{problems}"
                     )
             continue
         checked[runtime] += 1
@@ -658,7 +688,8 @@ def test_every_argv_parses_at_the_pinned_versions(capsys: pytest.CaptureFixture[
         ours = not any(name in user for name in MODEL_OPTIONS[runtime])
         for pod in _pods(service, model):
             pods += 1
-            for error in _check_pod(runtime, check[runtime], pod, members, ours):
+            gpus = _devices(pod, model, service)
+            for error in _check_pod(runtime, check[runtime], pod, members, ours, gpus):
                 failures.append(f"{runtime} {service_spec} {model_spec}: {error}")
     with capsys.disabled():
         print(
@@ -811,7 +842,10 @@ def test_each_refusal_names_the_field_and_the_release_would_exit(
     groups = {rt: {name: f.spellings for name, f in FLAGS[rt].items()} for rt in FLAGS}
     check = checkers(groups)[runtime]
     members = len(service.multi_node.members) if service.multi_node else None
-    assert any(_check_pod(runtime, check, pod, members) for pod in _pods(service, model))
+    assert any(
+        _check_pod(runtime, check, pod, members, gpus=_devices(pod, model, service))
+        for pod in _pods(service, model)
+    )
 
 
 def test_underscore_spellings_replace_ours_and_count_toward_parallelism() -> None:
