@@ -15,6 +15,7 @@ process of its own, on 127.0.0.1 with a free port, stopped by its PID.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -304,16 +305,7 @@ class KubeCluster:
             for node in self.nodes:
                 self.http("POST", "/api/v1/nodes", self._node(node))
             self._driver().start()
-            self._wait(
-                "kube-controller-manager /healthz",
-                lambda: self._healthz(self.kcm_port),
-                "kube-controller-manager",
-            )
-            self._wait(
-                "kube-scheduler /healthz",
-                lambda: self._healthz(self.scheduler_port),
-                "kube-scheduler",
-            )
+            self._wait_controllers()
             self._wait("nodes Ready (kwok)", self._nodes_ready, "kwok")
             self._wait("ResourceSlices", self._slices_published, "fake-dra-driver")
             self._wait(
@@ -354,14 +346,15 @@ class KubeCluster:
         for name in ("kube-controller-manager", "kube-scheduler", "kwok"):
             self.components[name].stop()
             self.components[name].start()
-        self._wait(
-            "kube-controller-manager /healthz",
-            lambda: self._healthz(self.kcm_port),
-            "kube-controller-manager",
-        )
-        self._wait(
-            "kube-scheduler /healthz", lambda: self._healthz(self.scheduler_port), "kube-scheduler"
-        )
+        self._wait_controllers()
+
+    def _wait_controllers(self) -> None:
+        """Until the controller-manager and the scheduler answer /healthz."""
+        for name, port in (
+            ("kube-controller-manager", self.kcm_port),
+            ("kube-scheduler", self.scheduler_port),
+        ):
+            self._wait(f"{name} /healthz", functools.partial(self._healthz, port), name)
 
     @property
     def _etcd_data(self) -> Path:

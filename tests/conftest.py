@@ -67,10 +67,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.unit)
 
 
-@pytest.fixture(scope="session")
-def kube_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeCluster]:
-    """The real control plane, one for the whole cluster tier (tests use namespaces of
-    their own); skipped, saying why, where `make kube-binaries` could not build it."""
+def kube_binaries() -> Path:
+    """The built control plane's folder; the test is skipped, saying why, without it."""
     bin_dir = binaries_dir()
     missing = missing_binaries(bin_dir)
     if missing:
@@ -78,7 +76,14 @@ def kube_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeClust
             f"Kubernetes binaries not built ({', '.join(missing)} missing in {bin_dir}): "
             "run `make kube-binaries` (scripts/build-kube.sh), which says why it fails"
         )
-    cluster = KubeCluster(bin_dir, tmp_path_factory.mktemp("kube")).start()
+    return bin_dir
+
+
+@pytest.fixture(scope="session")
+def kube_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeCluster]:
+    """The real control plane, one for the whole cluster tier (tests use namespaces of
+    their own); skipped, saying why, where `make kube-binaries` could not build it."""
+    cluster = KubeCluster(kube_binaries(), tmp_path_factory.mktemp("kube")).start()
     yield cluster
     cluster.stop()
 
@@ -87,11 +92,7 @@ def kube_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeClust
 def own_kube_cluster(tmp_path: Path) -> Iterator[KubeCluster]:
     """A control plane of this test's own, for what would disturb the others (etcd put
     back to an older copy); skipped like `kube_cluster`."""
-    bin_dir = binaries_dir()
-    missing = missing_binaries(bin_dir)
-    if missing:
-        pytest.skip(f"Kubernetes binaries not built ({', '.join(missing)} missing in {bin_dir})")
-    cluster = KubeCluster(bin_dir, tmp_path / "kube").start()
+    cluster = KubeCluster(kube_binaries(), tmp_path / "kube").start()
     yield cluster
     cluster.stop()
 

@@ -20,21 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from devcluster import binaries_dir, missing_binaries
+from .conftest import kube_binaries
 
 DEMO = [str(Path(sys.executable).parent / "llmkube-controller"), "demo", "--cluster"]
 # Starting the control plane and the demo's waits take longer than the suite's default.
 pytestmark = pytest.mark.timeout(900)
-
-
-def needs_binaries() -> None:
-    bin_dir = binaries_dir()
-    missing = missing_binaries(bin_dir)
-    if missing:
-        pytest.skip(
-            f"Kubernetes binaries not built ({', '.join(missing)} missing in {bin_dir}): "
-            "run `make kube-binaries` (scripts/build-kube.sh), which says why it fails"
-        )
 
 
 def workdir_of(out: str) -> Path:
@@ -74,7 +64,7 @@ def section(out: str, name: str) -> str:
 
 @pytest.mark.cluster
 def test_demo_cluster_runs_the_demo_on_the_real_control_plane(tmp_path: Path) -> None:
-    needs_binaries()
+    kube_binaries()
     # As `make demo-cluster` runs it. A demo that failed ends after its waits (150 s
     # each on the real control plane), well inside this limit.
     proc = subprocess.Popen(
@@ -119,7 +109,7 @@ def test_demo_cluster_runs_the_demo_on_the_real_control_plane(tmp_path: Path) ->
 
 @pytest.mark.cluster
 def test_demo_cluster_stopped_by_sigterm_stops_the_control_plane(tmp_path: Path) -> None:
-    needs_binaries()
+    kube_binaries()
     proc = subprocess.Popen(
         [*DEMO, "--keep-running"], cwd=tmp_path, stdout=subprocess.PIPE, text=True
     )

@@ -24,39 +24,25 @@ from reconcilers.writes.apply import FIELD_MANAGER
 
 from .conftest import condition
 from .support import chart
-from .support.cluster_objects import apply_yaml, get, items, model_cache_volume, wait_for
+from .support.cluster_objects import (
+    SMALL_MODEL,
+    apply_yaml,
+    get,
+    items,
+    model_cache_volume,
+    wait_for,
+)
 from .support.kube_cluster import ControllerProcess, install_chart, start_controller
 
-SERVICE = """
-apiVersion: resource.k8s.io/v1
-kind: ResourceClaimTemplate
-metadata: {name: one-gpu}
-spec:
-  spec:
-    devices:
-      requests:
-        - name: gpu
-          exactly: {deviceClassName: gpu.nvidia.com, allocationMode: ExactCount, count: 1}
----
-apiVersion: inference.llmkube.dev/v1alpha1
-kind: Model
-metadata: {name: small}
-spec:
-  source: https://example.com/small.gguf
-  format: gguf
-  hardware:
-    accelerator: cuda
-    gpu:
-      enabled: true
-      vendor: nvidia
-      count: 1
-      resourceClaims: [{name: gpu, resourceClaimTemplateName: one-gpu}]
----
+SERVICE = (
+    SMALL_MODEL
+    + """---
 apiVersion: inference.llmkube.dev/v1alpha1
 kind: InferenceService
 metadata: {name: small}
 spec: {modelRef: small, replicas: 1}
 """
+)
 
 HPA = """
 apiVersion: autoscaling/v2

@@ -17,37 +17,12 @@ from devcluster import KubeCluster
 from objtypes import Obj
 
 from .conftest import run_chart_controller
-from .support.cluster_objects import apply_yaml, get, model_cache_volume, wait_for
+from .support.cluster_objects import SMALL_MODEL, apply_yaml, get, model_cache_volume, wait_for
 
 pytestmark = pytest.mark.timeout(900)
 
 CRDS = Path(__file__).parent.parent / "charts/llmkube/crds"
 API = "/apis/inference.llmkube.dev/v1alpha1/namespaces"
-MODEL = """
-apiVersion: resource.k8s.io/v1
-kind: ResourceClaimTemplate
-metadata: {name: one-gpu}
-spec:
-  spec:
-    devices:
-      requests:
-        - name: gpu
-          exactly: {deviceClassName: gpu.nvidia.com, allocationMode: ExactCount, count: 1}
----
-apiVersion: inference.llmkube.dev/v1alpha1
-kind: Model
-metadata: {name: small}
-spec:
-  source: https://example.com/small.gguf
-  format: gguf
-  hardware:
-    accelerator: cuda
-    gpu:
-      enabled: true
-      vendor: nvidia
-      count: 1
-      resourceClaims: [{name: gpu, resourceClaimTemplateName: one-gpu}]
-"""
 
 
 def quota(ns: str, gpus: int) -> str:
@@ -89,7 +64,7 @@ def test_etcd_restored_from_an_older_copy_relists_and_charges_no_ghost(
     controller = run_chart_controller(cluster, tmp_path)
     ns = cluster.new_namespace("restore")
     model_cache_volume(cluster, ns)
-    apply_yaml(cluster, quota(ns, 8) + "---" + MODEL, ns)
+    apply_yaml(cluster, quota(ns, 8) + "---" + SMALL_MODEL, ns)
     apply_yaml(cluster, service("kept") + "---" + service("revived"), ns)
     wait_for(lambda: charged(cluster, ns, {"kept", "revived"}), "kept, revived charged", cluster)
 

@@ -17,6 +17,32 @@ from devcluster import KubeCluster
 from objtypes import Obj
 
 T = TypeVar("T")
+# A one-GPU ResourceClaimTemplate and the Model `small` that claims from it.
+SMALL_MODEL = """
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: one-gpu}
+spec:
+  spec:
+    devices:
+      requests:
+        - name: gpu
+          exactly: {deviceClassName: gpu.nvidia.com, allocationMode: ExactCount, count: 1}
+---
+apiVersion: inference.llmkube.dev/v1alpha1
+kind: Model
+metadata: {name: small}
+spec:
+  source: https://example.com/small.gguf
+  format: gguf
+  hardware:
+    accelerator: cuda
+    gpu:
+      enabled: true
+      vendor: nvidia
+      count: 1
+      resourceClaims: [{name: gpu, resourceClaimTemplateName: one-gpu}]
+"""
 # Generous: the tier runs beside other builds on 2 cores; nothing here is timed.
 DEADLINE = 180.0
 
