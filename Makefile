@@ -69,14 +69,17 @@ kube-binaries:
 demo-cluster: $(STAMP) kube-binaries
 	K8S_VERSION=$(K8S_VERSION) $(BIN)/llmkube-controller demo --cluster
 
-# Three tiers, each test in exactly one (markers set by tests/conftest.py): the unit tests,
+# Four tiers, each test in exactly one (markers set by tests/conftest.py): the unit tests,
 # then, only if they passed, those that start the test API server, then those that start
-# the real control plane. Exit code 5 (nothing selected) does not fail a tier;
-# tests/test_tiers.py checks that none is empty.
-pytest: $(STAMP) llama-server kube-binaries
+# the real control plane, then those that run on a real node (kubelet, containerd, runc,
+# the DRA example plugin: containers really run; root and the node binaries needed).
+# Exit code 5 (nothing selected) does not fail a tier; tests/test_tiers.py checks that
+# none is empty.
+pytest: $(STAMP) llama-server kube-binaries node-binaries
 	$(BIN)/pytest -q -m unit || [ $$? -eq 5 ]
 	$(BIN)/pytest -q -m server || [ $$? -eq 5 ]
 	K8S_VERSION=$(K8S_VERSION) $(BIN)/pytest -q -m cluster || [ $$? -eq 5 ]
+	K8S_VERSION=$(K8S_VERSION) $(BIN)/pytest -q -m node || [ $$? -eq 5 ]
 
 test: lint typecheck pytest
 
