@@ -63,7 +63,7 @@ CONTROLLERS = (
 NODE_CONTROLLERS = (
     "endpointslice-controller",
     "endpoints-controller",
-    "podgc-controller",
+    "pod-garbage-collector-controller",
     "ttl-controller",
 )
 SERVICE_CIDR = "10.96.0.0/16"
