@@ -125,9 +125,8 @@ def node_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeClust
     """The control plane and one real node, for the whole node tier (tests use
     namespaces of their own). This process enters the node's network namespace for the
     session. Skipped, saying what is missing, where the binaries or root are not there."""
-    from devcluster.images import build_images
-
     from devcluster import node
+    from devcluster.images import build_images
 
     lacks, how = node_requirements()
     if lacks:

@@ -149,11 +149,8 @@ def test_standin_answers_health_and_records_its_argv(
 def test_standin_keeps_the_runtimes_default_address() -> None:
     """SGLang listens on 127.0.0.1:30000 unless told: a pod whose argv forgets --host
     fails its probes, as the real one would."""
-    sys.path.insert(0, str(ROOT / "devcluster/images"))
-    try:
-        import standin_server
-    finally:
-        sys.path.pop(0)
+    from devcluster.images import standin_server
+
     assert standin_server.DEFAULTS["sglang"] == ("127.0.0.1", 30000)
     assert standin_server.flag(["--port=9"], "--port") == "9"
     assert standin_server.flag(["--port", "9"], "--port") == "9"

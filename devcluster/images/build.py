@@ -94,7 +94,9 @@ def _pause(dest: Path) -> Built:
             root = Path(tmp) / "rootfs"
             root.mkdir()
             rootfs.run(["gcc", "-static", "-O2", "-s", "-o", str(root / "pause"), str(source)])
-            _write(tar, PAUSE_IMAGE, root, oci.ImageConfig(entrypoint=["/pause"], user="65535:65535"))
+            _write(
+                tar, PAUSE_IMAGE, root, oci.ImageConfig(entrypoint=["/pause"], user="65535:65535")
+            )
 
     return Built(PAUSE_IMAGE, _cached(dest, "pause", _digest_of([source]), make))
 
@@ -114,7 +116,9 @@ def _loader(dest: Path) -> Built:
             certs.mkdir(parents=True)
             shutil.copy2(rootfs.HOST_CA_BUNDLE, certs / "ca-certificates.crt")
             config = oci.ImageConfig(
-                entrypoint=["/entrypoint.sh"], cmd=["curl"], user="curl_user",
+                entrypoint=["/entrypoint.sh"],
+                cmd=["curl"],
+                user="curl_user",
                 labels={STANDIN_LABEL: "Debian's curl, not the curlimages build"},
             )
             (root / "entrypoint.sh").write_text('#!/bin/sh\nexec "$@"\n')
@@ -128,7 +132,9 @@ def _loader(dest: Path) -> Built:
 def llama_server_binary() -> Path:
     out = subprocess.run(
         ["bash", str(ROOT / "scripts/build-llama-server.sh"), "--path"],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     return Path(out.stdout.strip())
 
@@ -149,7 +155,9 @@ def _llama_cpp(dest: Path) -> list[Built]:
                 rootfs.busybox(root)
                 rootfs.install_binary(root, binary, "/app/llama-server")
                 config = oci.ImageConfig(
-                    entrypoint=["/app/llama-server"], workdir="/app", labels=labels,
+                    entrypoint=["/app/llama-server"],
+                    workdir="/app",
+                    labels=labels,
                     env=[*oci.ImageConfig().env, "LLAMA_ARG_HOST=0.0.0.0"],
                 )
                 _write(tar, name, root, config)
@@ -201,7 +209,9 @@ def _standins(dest: Path) -> list[Built]:
         def make(tar: Path, name: str = name, entrypoint: list[str] = entrypoint) -> None:
             config = oci.ImageConfig(
                 entrypoint=entrypoint,
-                env=[*oci.ImageConfig().env, "PORT=80"] if "text-generation" in name else oci.ImageConfig().env,
+                env=[*oci.ImageConfig().env, "PORT=80"]
+                if "text-generation" in name
+                else oci.ImageConfig().env,
                 labels={STANDIN_LABEL: "devcluster/images/standin_server.py, not the runtime"},
             )
             oci.write_tar(oci.image([the_layer()], config), oci.full_name(name), tar)

@@ -30,8 +30,20 @@ BASE_NAME = "docker.io/library/python:3.11-slim"
 BASE_CONTEXT = "python:3.11-slim"
 REPOSITORY = "ghcr.io/llmkube/llmkube-py"
 # What the Dockerfile copies (its context): a change in any of them rebuilds the image.
-CONTEXT = ("Dockerfile", ".dockerignore", "pyproject.toml", "README.md", "objtypes.py", "api",
-           "app", "controller", "reconcilers", "runtimes", "metrics", "webhook")
+CONTEXT = (
+    "Dockerfile",
+    ".dockerignore",
+    "pyproject.toml",
+    "README.md",
+    "objtypes.py",
+    "api",
+    "app",
+    "controller",
+    "reconcilers",
+    "runtimes",
+    "metrics",
+    "webhook",
+)
 BUILD_TIMEOUT = 900.0
 
 
@@ -44,7 +56,9 @@ def image_name() -> str:
 def node_binaries() -> Path:
     out = subprocess.run(
         ["bash", str(ROOT / "scripts/build-node.sh"), "--path"],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     return Path(out.stdout.strip())
 
@@ -83,11 +97,23 @@ class BuildKit:
         log = (self.state / "buildkitd.log").open("wb")
         env = {**os.environ, "PATH": f"{self.bin_dir}:{os.environ.get('PATH', '')}"}
         self.proc = subprocess.Popen(
-            [str(self.bin_dir / "buildkitd"), "--root", str(self.state / "root"),
-             "--addr", f"unix://{self.socket}", "--containerd-worker=false",
-             "--oci-worker=true", "--oci-worker-binary", str(self.bin_dir / "runc"),
-             "--oci-worker-net", "host"],
-            stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+            [
+                str(self.bin_dir / "buildkitd"),
+                "--root",
+                str(self.state / "root"),
+                "--addr",
+                f"unix://{self.socket}",
+                "--containerd-worker=false",
+                "--oci-worker=true",
+                "--oci-worker-binary",
+                str(self.bin_dir / "runc"),
+                "--oci-worker-net",
+                "host",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
         )
         deadline = time.monotonic() + 60
         while self.buildctl("debug", "workers", check=False).returncode != 0:
@@ -98,10 +124,14 @@ class BuildKit:
             time.sleep(0.3)
         return self
 
-    def buildctl(self, *args: str, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    def buildctl(
+        self, *args: str, check: bool = True, timeout: float = 60
+    ) -> subprocess.CompletedProcess[str]:
         done = subprocess.run(
             [str(self.bin_dir / "buildctl"), "--addr", f"unix://{self.socket}", *args],
-            capture_output=True, text=True, timeout=timeout,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
         )
         if check and done.returncode != 0:
             raise ImageBuildError(f"buildctl {args[0]}: {done.stderr.strip()[-3000:]}")
@@ -133,14 +163,21 @@ def controller_image(dest: Path, python: Path) -> Built:
         tmp = tar.with_name(f".{tar.name}.{os.getpid()}.tmp")
         with BuildKit(bin_dir, dest / "buildkit") as kit:
             kit.buildctl(
-                "build", "--frontend", "dockerfile.v0",
-                "--local", f"context={ROOT}", "--local", f"dockerfile={ROOT}",
-                "--oci-layout", f"base={layout}",
-                "--opt", f"context:{BASE_CONTEXT}=oci-layout://base@{digest}",
-                "--output", f"type=oci,dest={tmp},name={name}",
+                "build",
+                "--frontend",
+                "dockerfile.v0",
+                "--local",
+                f"context={ROOT}",
+                "--local",
+                f"dockerfile={ROOT}",
+                "--oci-layout",
+                f"base={layout}",
+                "--opt",
+                f"context:{BASE_CONTEXT}=oci-layout://base@{digest}",
+                "--output",
+                f"type=oci,dest={tmp},name={name}",
                 timeout=BUILD_TIMEOUT,
             )
         tmp.replace(tar)
 
     return Built(name, _cached(dest, "controller", key, make))
-

@@ -35,7 +35,9 @@ class ImageConfig:
     entrypoint: list[str] = field(default_factory=list)
     cmd: list[str] = field(default_factory=list)
     env: list[str] = field(
-        default_factory=lambda: ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"]
+        default_factory=lambda: [
+            "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+        ]
     )
     user: str = ""
     workdir: str = ""
@@ -92,7 +94,7 @@ def pack_layer(rootfs: Path, owners: dict[str, tuple[int, int]] | None = None) -
                 rel = path.relative_to(rootfs).as_posix()
                 found = tar.gettarinfo(str(path), arcname=rel)
                 # The runtime mounts /dev, /proc and /sys; sockets do not pack.
-                if found is None or rel.split("/", 1)[0] in VIRTUAL and "/" in rel:
+                if found is None or (rel.split("/", 1)[0] in VIRTUAL and "/" in rel):
                     continue
                 info = _reset(found)
                 if rel in owners:
@@ -134,7 +136,11 @@ def image(layers: list[Layer], config: ImageConfig) -> Image:
     manifest = {
         "schemaVersion": 2,
         "mediaType": MEDIA_MANIFEST,
-        "config": {"mediaType": MEDIA_CONFIG, "digest": config_blob.digest, "size": config_blob.size},
+        "config": {
+            "mediaType": MEDIA_CONFIG,
+            "digest": config_blob.digest,
+            "size": config_blob.size,
+        },
         "layers": [
             {"mediaType": MEDIA_LAYER, "digest": layer.blob.digest, "size": layer.blob.size}
             for layer in layers

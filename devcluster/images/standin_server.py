@@ -11,11 +11,14 @@ The record is also printed as one JSON line at start (kubectl logs). Standard li
 only: it runs on the image's Debian Python, not the project's.
 """
 
+from __future__ import annotations
+
 import json
 import os
 import socket
 import sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 # Each runtime's own defaults when its flags do not say: (host, port).
 DEFAULTS = {
@@ -26,7 +29,7 @@ DEFAULTS = {
 HOST_FLAGS = {"vllm": "--host", "sglang": "--host", "tgi": "--hostname"}
 
 
-def flag(argv, name):
+def flag(argv: list[str], name: str) -> str | None:
     """The value of `name` (either `name value` or `name=value`), else None."""
     for i, arg in enumerate(argv):
         if arg == name and i + 1 < len(argv):
@@ -36,7 +39,7 @@ def flag(argv, name):
     return None
 
 
-def status_fields():
+def status_fields() -> dict[str, str]:
     wanted = ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs", "Seccomp")
     out = {}
     with open("/proc/self/status") as f:
@@ -47,7 +50,7 @@ def status_fields():
     return out
 
 
-def mounts():
+def mounts() -> list[dict[str, str]]:
     out = []
     with open("/proc/self/mountinfo") as f:
         for line in f:
@@ -57,7 +60,7 @@ def mounts():
     return out
 
 
-def record(program, argv):
+def record(program: str, argv: list[str]) -> dict[str, Any]:
     return {
         "standin": True,
         "program": program,
@@ -73,13 +76,13 @@ def record(program, argv):
 
 
 class DualStackServer(ThreadingHTTPServer):
-    def server_bind(self):
+    def server_bind(self) -> None:
         if self.address_family == socket.AF_INET6:
             self.socket.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
         super().server_bind()
 
 
-def main():
+def main() -> None:
     program, argv = sys.argv[1], sys.argv[2:]
     host, port = DEFAULTS[program]
     host = flag(argv, HOST_FLAGS[program]) or host
@@ -89,7 +92,7 @@ def main():
     body = json.dumps(seen, sort_keys=True).encode()
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):
+        def do_GET(self) -> None:
             if self.path == "/health":
                 self._send(200, b"ok", "text/plain")
             elif self.path == "/standin":
@@ -97,14 +100,14 @@ def main():
             else:
                 self._send(404, b"stand-in: no model is served here", "text/plain")
 
-        def _send(self, code, data, kind):
+        def _send(self, code: int, data: bytes, kind: str) -> None:
             self.send_response(code)
             self.send_header("Content-Type", kind)
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)
 
-        def log_message(self, *args):
+        def log_message(self, format: str, *args: Any) -> None:
             pass
 
     DualStackServer.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
