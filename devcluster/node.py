@@ -56,6 +56,8 @@ DEFAULT_DEVICES = 4
 KUBELET_SYSCTLS = ("vm/overcommit_memory", "kernel/panic", "kernel/panic_on_oops")
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 START_TIMEOUT = 120.0
+# In a node cluster's folder: its owner's pid and network namespace (sweep_stale).
+OWNER_FILE = "owner.json"
 BINARIES = (
     "containerd",
     "containerd-shim-runc-v2",
@@ -501,6 +503,9 @@ state = "{d / "state"}"
                 continue
             if "containerd-shim" in cmdline and marker in cmdline:
                 _kill(int(proc.name))
+        self._kill_leftovers_in_cgroups()
+
+    def _kill_leftovers_in_cgroups(self) -> None:
         for _ in range(50):
             pids = self._cgroup_pids()
             if not pids:
@@ -586,7 +591,11 @@ def start_node_cluster(
     lacks = missing(kube_bin, node_bin)
     if lacks:
         raise ClusterError("a real node needs: " + "; ".join(lacks))
-    netns = NetworkNamespace(f"llmkube-{os.urandom(3).hex()}", NODE_IP).create()
+    sweep_stale(workdir.parent)
+    netns = NetworkNamespace(f"llmkube-{os.urandom(3).hex()}", NODE_IP)
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / OWNER_FILE).write_text(json.dumps({"pid": os.getpid(), "netns": netns.name}))
+    netns.create()
     cluster: KubeCluster | None = None
     try:
         netns.enter()
@@ -598,6 +607,61 @@ def start_node_cluster(
         netns.delete()
         raise
     return NodeCluster(netns, cluster, node)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep_stale(parent: Path) -> list[Path]:
+    """Remove what a node cluster left when its owner was killed before it could stop
+    (SIGKILL, a lost session): below `parent`, each folder with an OWNER_FILE whose
+    process is gone has its processes killed (those naming the folder in their argv,
+    shims included, and those in the node's cgroups), its mounts unmounted, its cgroups
+    and network namespace (with the pods' CNI namespaces) removed, and is deleted.
+    Returns the folders swept."""
+    stale = []
+    for owner in sorted(parent.glob(f"*/{OWNER_FILE}")):
+        try:
+            info = json.loads(owner.read_text())
+        except (OSError, ValueError):
+            continue
+        if _alive(int(info.get("pid", 0))):
+            continue
+        stale.append(owner.parent)
+    if not stale:
+        return []
+    for workdir in stale:
+        marker = str(workdir)
+        for proc in Path("/proc").iterdir():
+            if not proc.name.isdigit() or int(proc.name) == os.getpid():
+                continue
+            try:
+                cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if marker in cmdline:
+                _kill(int(proc.name))
+    # The node's cgroups, pods' CNI namespaces and mounts, as RealNode.stop removes them.
+    leftover = RealNode.__new__(RealNode)
+    leftover.name = NODE_NAME
+    leftover._kill_leftovers_in_cgroups()
+    for workdir in stale:
+        RealNode._unmount_below(workdir)
+    leftover._cgroups_remove()
+    for netns in Path("/run/netns").glob("cni-*") if Path("/run/netns").is_dir() else []:
+        subprocess.run(["ip", "netns", "delete", netns.name], capture_output=True, check=False)
+    for workdir in stale:
+        info = json.loads((workdir / OWNER_FILE).read_text())
+        subprocess.run(["ip", "netns", "delete", info["netns"]], capture_output=True, check=False)
+        shutil.rmtree(workdir, ignore_errors=True)
+    return stale
 
 
 def _read_sysctl(key: str) -> str:

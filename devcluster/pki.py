@@ -83,9 +83,11 @@ class Pki:
         org: str | None = None,
         server: bool = False,
         ips: tuple[str, ...] = (),
+        dns: tuple[str, ...] = (),
     ) -> tuple[Path, Path]:
         """A key and certificate signed by the CA; a serving one names loopback, the
-        `kubernetes` Service's DNS names and `ips` (the node's address, the Service IP)."""
+        `kubernetes` Service's DNS names, `ips` (the node's address, the Service IP) and
+        `dns` (a webhook Service's names)."""
         key = _key()
         builder = (
             x509.CertificateBuilder()
@@ -112,6 +114,7 @@ class Pki:
                         x509.DNSName("kubernetes"),
                         x509.DNSName("kubernetes.default"),
                         x509.DNSName("kubernetes.default.svc"),
+                        *(x509.DNSName(name) for name in dns),
                     ]
                 ),
                 critical=False,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import signal
 import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -26,6 +27,7 @@ from objtypes import Obj
 from testserver.process import ApiServerProcess
 
 from .support import chart
+from .support.helm import Helm, PodController, webhook_values
 from .support.kube_cluster import ControllerProcess, install_chart, start_controller
 
 T = TypeVar("T")
@@ -126,18 +128,30 @@ def node_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeClust
     namespaces of their own). This process enters the node's network namespace for the
     session. Skipped, saying what is missing, where the binaries or root are not there."""
     from devcluster import node
-    from devcluster.images import build_images
+    from devcluster.images import ImageBuildError, build_images
 
     lacks, how = node_requirements()
     if lacks:
         pytest.skip(f"no real node here ({'; '.join(lacks)}): {how}")
-    images = build_images(node.images_dir())
+    try:
+        images = build_images(node.images_dir())
+    except ImageBuildError as e:
+        pytest.skip(f"the node tier's images could not be built: {e}")
     # A short folder: unix socket paths below it must stay under 108 bytes.
     workdir = Path(tempfile.mkdtemp(prefix="lkn-", dir="/tmp"))
+    # A TERM (a CI timeout, `kill`) unwinds like ^C, so the node is stopped and removed.
+    previous = signal.signal(signal.SIGTERM, _interrupt)
     started = node.start_node_cluster(workdir, images)
-    yield started
-    started.stop()
-    shutil.rmtree(workdir, ignore_errors=True)
+    try:
+        yield started
+    finally:
+        started.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 @pytest.fixture(autouse=True)
@@ -427,16 +441,20 @@ def run_chart_controller(cluster: KubeCluster, directory: Path) -> ControllerPro
 
 
 @pytest.fixture(scope="session")
-def node_controller(
-    node_cluster: NodeCluster, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[ControllerProcess]:
-    """The CRDs and the chart installed on the node's control plane, and the controller
-    running as a process (inside the node's network namespace, as this process is) under
-    the chart ServiceAccount's token, as `chart_controller` on kwok nodes."""
+def helm(node_cluster: NodeCluster, tmp_path_factory: pytest.TempPathFactory) -> Helm:
+    """The real helm CLI against the node's control plane."""
+    from devcluster.node import binaries_dir
+
+    return Helm(binaries_dir() / "helm", node_cluster.cluster, tmp_path_factory.mktemp("helm"))
+
+
+@pytest.fixture(scope="session")
+def node_controller(node_cluster: NodeCluster, helm: Helm) -> PodController:
+    """The chart installed by `helm install` (CRDs, RBAC, the webhook with its
+    certificate, the Deployment of the locally built image) and its controller Pod Ready
+    on the real node. Tests that upgrade or uninstall the release leave it installed."""
     cluster = node_cluster.cluster
-    cluster.install_crds(
-        sorted((Path(__file__).parent.parent / "charts/llmkube/crds").glob("*.yaml"))
-    )
-    proc = run_chart_controller(cluster, tmp_path_factory.mktemp("node-sa"))
-    yield proc
-    proc.component.stop()
+    helm.install(webhook_values(cluster))
+    controller = PodController(cluster)
+    controller.wait_ready()
+    return controller

@@ -21,7 +21,7 @@ from reconcilers.inferenceservice.workload import CONTAINER
 
 from .conftest import condition
 from .support.cluster_objects import apply_yaml, get, items, wait_for
-from .support.kube_cluster import ControllerProcess
+from .support.helm import PodController
 from .support.node import (
     container_process,
     custom,
@@ -52,7 +52,7 @@ def claim_specs(node: RealNode) -> list[str]:
 
 
 def test_two_devices_prepared_for_one_vllm_pod_and_freed_with_the_service(
-    node_cluster: NodeCluster, node_controller: ControllerProcess
+    node_cluster: NodeCluster, node_controller: PodController
 ) -> None:
     cluster, node = node_cluster.cluster, node_cluster.node
     with restricted_namespace(cluster, "multi") as ns:
@@ -128,7 +128,7 @@ spec: {modelRef: shared, runtime: vllm, replicas: 2}
 
 
 def test_a_shared_claim_gives_both_pods_the_same_device(
-    node_cluster: NodeCluster, node_controller: ControllerProcess
+    node_cluster: NodeCluster, node_controller: PodController
 ) -> None:
     cluster, node = node_cluster.cluster, node_cluster.node
     with restricted_namespace(cluster, "shared") as ns:
@@ -177,7 +177,7 @@ spec: {{modelRef: big, runtime: vllm}}
 
 
 def test_more_devices_than_the_node_publishes_stay_pending_and_say_why(
-    node_cluster: NodeCluster, node_controller: ControllerProcess
+    node_cluster: NodeCluster, node_controller: PodController
 ) -> None:
     cluster, node = node_cluster.cluster, node_cluster.node
     with restricted_namespace(cluster, "big") as ns:

@@ -27,7 +27,7 @@ from reconcilers.sources.loader import LOADER_NAME
 
 from .conftest import condition
 from .support.cluster_objects import get, wait_for
-from .support.kube_cluster import ControllerProcess
+from .support.helm import PodController
 from .support.node import (
     FileServer,
     container_process,
@@ -55,7 +55,7 @@ def single_gpu_example(source: str, digest: str) -> list[Obj]:
 
 
 def test_seed_single_gpu_example_serves_embeddings_from_a_real_pod(
-    node_cluster: NodeCluster, node_controller: ControllerProcess, tmp_path: Path
+    node_cluster: NodeCluster, node_controller: PodController, tmp_path: Path
 ) -> None:
     cluster, node = node_cluster.cluster, node_cluster.node
     weights = tmp_path / "files"

@@ -88,7 +88,7 @@ def local_cache_volume(node: RealNode, namespace: str) -> Path:
             "kind": "PersistentVolume",
             "metadata": {"name": f"cache-{namespace}"},
             "spec": {
-                "capacity": {"storage": "10Gi"},
+                "capacity": {"storage": "1Ti"},
                 "accessModes": ["ReadWriteOnce"],
                 "persistentVolumeReclaimPolicy": "Retain",
                 "local": {"path": str(path)},
