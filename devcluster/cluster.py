@@ -157,6 +157,12 @@ class KubeCluster:
             ) from None
         return json.loads(raw) if raw[:1] in (b"{", b"[") else raw.decode()
 
+    def text(self, path: str) -> str:
+        """A GET whose answer is text, as it is (a pod's log: JSON lines)."""
+        req = urllib.request.Request(self.url + path)
+        with urllib.request.urlopen(req, context=self._ssl, timeout=30) as resp:
+            return str(resp.read().decode(errors="replace"))
+
     def _ok(self, path: str) -> bool:
         try:
             return bool(self.http("GET", path) == "ok")

@@ -68,6 +68,10 @@ class NetworkNamespace:
             _ip(*n, "addr", "add", f"{self.address}/{self.prefix}", "dev", NODE_LINK)
             _ip(*n, "link", "set", NODE_LINK, "up")
             _ip(*n, "link", "set", PEER_LINK, "up")
+            # A node's default route: locally sent packets to a Service IP need a route
+            # before kube-proxy's OUTPUT rules rewrite them (the apiserver calling a
+            # webhook Service). Its other end is in this namespace too: nothing leaves.
+            _ip(*n, "route", "add", "default", "dev", NODE_LINK)
         except BaseException:
             self.delete()
             raise

@@ -44,6 +44,7 @@ NODE_NAME = "llmkube-node-0"
 # The node's address, on its own network namespace's veth (nothing routes out of it).
 NODE_IP = "10.250.0.2"
 POD_CIDR = "10.244.0.0/24"
+CLUSTER_DOMAIN = "cluster.local"
 CLUSTER_CIDR = "10.244.0.0/16"
 SANDBOX_IMAGE = "registry.k8s.io/pause:3.10"
 # The DRA example driver's name, and the DeviceClass that lets the seed guide's manifests
@@ -71,6 +72,7 @@ BINARIES = (
     "helm",
     "buildkitd",
     "buildctl",
+    "coredns",
     "cni/bridge",
     "cni/host-local",
     "cni/loopback",
@@ -227,8 +229,9 @@ state = "{d / "state"}"
         }
 
     def _kubelet_config(self) -> Path:
+        # The node's own resolver: nothing outside to ask. Pods ask the cluster DNS.
         resolv = self.dir / "resolv.conf"
-        resolv.write_text("options ndots:1\n")  # no cluster DNS; nothing outside to ask
+        resolv.write_text("options ndots:1\n")
         config = {
             "apiVersion": "kubelet.config.k8s.io/v1beta1",
             "kind": "KubeletConfiguration",
@@ -244,6 +247,8 @@ state = "{d / "state"}"
             "oomScoreAdj": 0,
             "protectKernelDefaults": False,
             "resolvConf": str(resolv),
+            "clusterDNS": [self.address],
+            "clusterDomain": CLUSTER_DOMAIN,
             "podLogsDir": str(self.dir / "pod-logs"),
             "podCIDR": POD_CIDR,
             "authentication": {
@@ -362,6 +367,25 @@ state = "{d / "state"}"
             ],
         )
 
+    def _coredns(self) -> None:
+        """CoreDNS with its kubernetes plugin on the node's address: Services and pods
+        by name, as on every real cluster (no forwarder: nothing outside to ask)."""
+        corefile = self.dir / "Corefile"
+        corefile.write_text(
+            f""".:53 {{
+    bind {self.address}
+    errors
+    kubernetes {CLUSTER_DOMAIN} in-addr.arpa ip6.arpa {{
+        kubeconfig {self.cluster.admin_kubeconfig}
+        pods insecure
+        fallthrough in-addr.arpa ip6.arpa
+    }}
+    cache 5
+}}
+"""
+        )
+        self._component("coredns", [str(self.bin / "coredns"), "-conf", str(corefile)])
+
     def _kubelet(self) -> None:
         for d in ("cert", "volume-plugins", "pod-logs"):
             (self.dir / d).mkdir(parents=True, exist_ok=True)
@@ -453,6 +477,7 @@ state = "{d / "state"}"
             self._wait("containerd", self._containerd_ready, "containerd")
             self._import_images()
             self._kube_proxy()
+            self._coredns()
             self._kubelet()
             self._wait(f"node {self.name} Ready", self._ready, "kubelet")
             self._restore_sysctls()
@@ -471,7 +496,7 @@ state = "{d / "state"}"
         if "containerd" in self.components and self.components["containerd"].running():
             # Every pod's containers stopped and its network torn down through the CRI.
             self.crictl("rmp", "--all", "--force", check=False)
-        for name in ("dra-example-kubeletplugin", "kubelet", "kube-proxy", "containerd"):
+        for name in ("dra-example-kubeletplugin", "kubelet", "coredns", "kube-proxy", "containerd"):
             c = self.components.get(name)
             if c is not None:
                 c.stop()

@@ -3,8 +3,8 @@
 # at pinned versions, and cache it next to the control plane's binaries:
 #   runc, containerd + ctr + containerd-shim-runc-v2, the CNI plugins (bridge, host-local,
 #   loopback, portmap), crictl, the kubelet, kube-proxy and kubectl at K8S_VERSION, the DRA
-#   example driver's kubelet plugin, the helm CLI, and BuildKit (buildkitd, buildctl: they
-#   build the controller image from the Dockerfile).
+#   example driver's kubelet plugin, the helm CLI, BuildKit (buildkitd, buildctl: they
+#   build the controller image from the Dockerfile) and CoreDNS (the cluster DNS).
 #
 #   scripts/build-node.sh          prints the binaries' folder (builds them once)
 #   scripts/build-node.sh --path   prints where the folder is or would be; no build
@@ -35,6 +35,7 @@ CRICTL_VERSION=1.34.0
 DRA_DRIVER_VERSION=0.2.1
 HELM_VERSION=4.3.2
 BUILDKIT_VERSION=0.26.3
+COREDNS_VERSION=1.12.1  # the CoreDNS Kubernetes 1.34 installs (kubeadm's constants)
 DEBIAN_PACKAGES=(libseccomp-dev pkg-config busybox-static debootstrap iptables curl)
 
 . "$(dirname "$0")/lib/kube-module.sh"
@@ -45,7 +46,7 @@ BIN="$DEST/bin"
 # Every file the node tier needs (devcluster/node.py BINARIES names the same).
 BINARIES=(runc containerd ctr containerd-shim-runc-v2 cni/bridge cni/host-local cni/loopback
     cni/portmap crictl kubelet kube-proxy kubectl dra-example-kubeletplugin helm buildkitd
-    buildctl)
+    buildctl coredns)
 
 if [[ "${1:-}" == "--path" ]]; then
     echo "$BIN"
@@ -189,6 +190,10 @@ dir=$(module_copy github.com/moby/buildkit "v$BUILDKIT_VERSION")
 BK_X="-X github.com/moby/buildkit/version.Version=v$BUILDKIT_VERSION"
 build "$dir" ./cmd/buildkitd buildkitd "$BK_X"
 build "$dir" ./cmd/buildctl buildctl "$BK_X"
+
+# --- CoreDNS: the cluster DNS (Services by name, as every real cluster resolves them) ----
+dir=$(module_copy github.com/coredns/coredns "v$COREDNS_VERSION")
+build "$dir" . coredns
 
 cached || { log "built, but something is missing in $BIN"; exit 1; }
 log "built in $(($(date +%s) - start)) s: $BIN"

@@ -161,8 +161,8 @@ class PodController(ControllerLog):
         text = ""
         for pod in sorted(self.pods(), key=lambda p: p["metadata"]["creationTimestamp"]):
             try:
-                text += self.cluster.http(
-                    "GET", f"/api/v1/namespaces/{NAMESPACE}/pods/{pod['metadata']['name']}/log"
+                text += self.cluster.text(
+                    f"/api/v1/namespaces/{NAMESPACE}/pods/{pod['metadata']['name']}/log"
                 )
             except urllib.error.HTTPError:
                 continue
