@@ -19,21 +19,20 @@ change (a key of their digests is kept next to it).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
-from . import oci, rootfs
+import devcluster.images.oci as oci
+import devcluster.images.rootfs as rootfs
+
+from .cache import HERE, ROOT, Built, _cached, _digest_of
+from .controller import controller_image
 from .rootfs import ImageBuildError
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[1]
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
 # The names the product writes (devcluster imports no product package:
 # tests/test_node_images.py checks these against reconcilers/ and runtimes/).
@@ -52,33 +51,6 @@ STANDIN_IMAGES = {
 }
 CURL_USER = "curl_user:x:100:102:curl:/home/curl_user:/bin/sh"
 CURL_GROUP = "curl_group:x:102:curl_user"
-
-
-@dataclass(frozen=True)
-class Built:
-    name: str
-    tar: Path
-
-
-def _digest_of(paths: list[Path]) -> str:
-    h = hashlib.sha256()
-    for p in sorted(paths):
-        files = sorted(f for f in p.rglob("*") if f.is_file()) if p.is_dir() else [p]
-        for f in files:
-            h.update(str(f.relative_to(p.parent if p.is_dir() else f.parent)).encode())
-            h.update(hashlib.sha256(f.read_bytes()).digest())
-    return h.hexdigest()
-
-
-def _cached(dest: Path, slug: str, key: str, make: Callable[[Path], None]) -> Path:
-    """dest/slug.tar, made by `make(tar)` unless the tar there was made from `key`."""
-    tar, stamp = dest / f"{slug}.tar", dest / f"{slug}.key"
-    key += _digest_of([HERE / "oci.py", HERE / "rootfs.py", HERE / "build.py"])
-    if tar.is_file() and stamp.is_file() and stamp.read_text() == key:
-        return tar
-    make(tar)
-    stamp.write_text(key)
-    return tar
 
 
 def _write(tar: Path, name: str, root: Path, config: oci.ImageConfig) -> None:
@@ -227,8 +199,6 @@ def build_images(dest: Path, *, controller: bool = True) -> list[Path]:
     dest.mkdir(parents=True, exist_ok=True)
     built = [_pause(dest), _loader(dest), *_llama_cpp(dest), *_standins(dest)]
     if controller:
-        from .controller import controller_image
-
         built.append(controller_image(dest, python_rootfs(dest)))
     (dest / "images.json").write_text(
         json.dumps({b.name: str(b.tar) for b in built}, indent=2, sort_keys=True)

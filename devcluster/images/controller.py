@@ -22,8 +22,10 @@ from pathlib import Path
 
 import yaml
 
-from . import oci, rootfs
-from .build import ROOT, Built, _cached, _digest_of
+import devcluster.images.oci as oci
+import devcluster.images.rootfs as rootfs
+
+from .cache import ROOT, Built, _cached, _digest_of
 from .rootfs import ImageBuildError
 
 BASE_NAME = "docker.io/library/python:3.11-slim"
