@@ -77,6 +77,12 @@ node-images: $(STAMP) llama-server node-binaries
 	@$(BIN)/python -m devcluster.images >/dev/null \
 		|| echo "the node images were not built: the node tier will skip"
 
+# The same demo on a real node (root): the chart installed by the real helm CLI, the
+# controller and llama-server running as pods, ending in a real /v1/embeddings answer.
+.PHONY: demo-node
+demo-node: $(STAMP) node-images
+	K8S_VERSION=$(K8S_VERSION) $(BIN)/python -m devcluster.demo_node
+
 # The same demo on the real control plane (devcluster/: the binaries above, kwok nodes, the
 # real scheduler allocating the DRA claims). Where the binaries could not be built, the
 # demo says which are missing and exits 2.

@@ -73,6 +73,7 @@ BINARIES = (
     "buildkitd",
     "buildctl",
     "coredns",
+    "prometheus",
     "cni/bridge",
     "cni/host-local",
     "cni/loopback",

@@ -4,7 +4,8 @@
 #   runc, containerd + ctr + containerd-shim-runc-v2, the CNI plugins (bridge, host-local,
 #   loopback, portmap), crictl, the kubelet, kube-proxy and kubectl at K8S_VERSION, the DRA
 #   example driver's kubelet plugin, the helm CLI, BuildKit (buildkitd, buildctl: they
-#   build the controller image from the Dockerfile) and CoreDNS (the cluster DNS).
+#   build the controller image from the Dockerfile), CoreDNS (the cluster DNS) and
+#   Prometheus (with the Kubernetes service discovery Debian's build leaves out).
 #
 #   scripts/build-node.sh          prints the binaries' folder (builds them once)
 #   scripts/build-node.sh --path   prints where the folder is or would be; no build
@@ -35,6 +36,9 @@ CRICTL_VERSION=1.34.0
 DRA_DRIVER_VERSION=0.2.1
 HELM_VERSION=4.3.2
 BUILDKIT_VERSION=0.26.3
+# Prometheus 2.53 LTS (module v0.53.x): Debian's build leaves out kubernetes_sd_configs,
+# the service discovery users without the Prometheus Operator configure.
+PROMETHEUS_VERSION=0.53.3
 COREDNS_VERSION=1.12.1  # the CoreDNS Kubernetes 1.34 installs (kubeadm's constants)
 DEBIAN_PACKAGES=(libseccomp-dev pkg-config busybox-static debootstrap iptables curl)
 
@@ -46,7 +50,7 @@ BIN="$DEST/bin"
 # Every file the node tier needs (devcluster/node.py BINARIES names the same).
 BINARIES=(runc containerd ctr containerd-shim-runc-v2 cni/bridge cni/host-local cni/loopback
     cni/portmap crictl kubelet kube-proxy kubectl dra-example-kubeletplugin helm buildkitd
-    buildctl coredns)
+    buildctl coredns prometheus)
 
 if [[ "${1:-}" == "--path" ]]; then
     echo "$BIN"
@@ -194,6 +198,11 @@ build "$dir" ./cmd/buildctl buildctl "$BK_X"
 # --- CoreDNS: the cluster DNS (Services by name, as every real cluster resolves them) ----
 dir=$(module_copy github.com/coredns/coredns "v$COREDNS_VERSION")
 build "$dir" . coredns
+
+# --- Prometheus, with its Kubernetes service discovery ------------------------------------
+dir=$(module_copy github.com/prometheus/prometheus "v$PROMETHEUS_VERSION")
+build "$dir" ./cmd/prometheus prometheus \
+    "-X github.com/prometheus/common/version.Version=2.${PROMETHEUS_VERSION#0.}"
 
 cached || { log "built, but something is missing in $BIN"; exit 1; }
 log "built in $(($(date +%s) - start)) s: $BIN"

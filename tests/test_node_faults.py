@@ -15,6 +15,7 @@ import pytest
 
 from api import conditions as c
 from devcluster.node import NodeCluster
+from devcluster.tiny_gguf import write_tiny_gguf
 from objtypes import Obj
 from reconcilers.inferenceservice.workload import CONTAINER
 from reconcilers.sources.loader import LOADER_NAME
@@ -23,6 +24,7 @@ from .conftest import condition
 from .support.cluster_objects import get, items, wait_for
 from .support.helm import NAMESPACE, PodController
 from .support.node import (
+    GGUF,
     FileServer,
     container_process,
     custom,
@@ -30,10 +32,9 @@ from .support.node import (
     pods,
     restricted_namespace,
     sha256,
+    single_gpu_example,
     wait_ready_pods,
 )
-from .test_node_seed import GGUF, single_gpu_example
-from .tiny_gguf import write_tiny_gguf
 
 pytestmark = pytest.mark.timeout(900)
 SERVICE = "qwen3-embedding"

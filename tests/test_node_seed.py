@@ -17,10 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from app.manifests import EXAMPLES
 from devcluster.node import EXAMPLE_DRIVER, NodeCluster
+from devcluster.tiny_gguf import N_EMBD, write_tiny_gguf
 from objtypes import Obj
 from reconcilers.inferenceservice.workload import CONTAINER
 from reconcilers.sources.loader import LOADER_NAME
@@ -29,6 +28,7 @@ from .conftest import condition
 from .support.cluster_objects import get, wait_for
 from .support.helm import PodController
 from .support.node import (
+    GGUF,
     FileServer,
     container_process,
     custom,
@@ -36,22 +36,11 @@ from .support.node import (
     local_cache_volume,
     restricted_namespace,
     sha256,
+    single_gpu_example,
     wait_ready_pods,
 )
-from .tiny_gguf import N_EMBD, write_tiny_gguf
 
 pytestmark = pytest.mark.timeout(900)
-GGUF = "Qwen3-Embedding-0.6B-Q8_0.gguf"
-
-
-def single_gpu_example(source: str, digest: str) -> list[Obj]:
-    """examples/single-gpu.yaml as it is, with the source moved to the local server (and
-    its digest pinned)."""
-    docs = [d for d in yaml.safe_load_all((EXAMPLES / "single-gpu.yaml").read_text()) if d]
-    model = next(d for d in docs if d["kind"] == "Model")
-    model["spec"]["source"] = source
-    model["spec"]["sha256"] = digest
-    return docs
 
 
 def test_seed_single_gpu_example_serves_embeddings_from_a_real_pod(

@@ -7,57 +7,24 @@ server it starts on the node's address is reachable from the pods and from nothi
 
 from __future__ import annotations
 
-import hashlib
 import json
-import threading
 import urllib.error
 import urllib.request
-from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
-from functools import partial
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 from devcluster import KubeCluster
 from devcluster.node import RealNode
+from devcluster.node_objects import GGUF as GGUF
+from devcluster.node_objects import FileServer as FileServer
+from devcluster.node_objects import local_cache_volume as local_cache_volume
+from devcluster.node_objects import sha256 as sha256
+from devcluster.node_objects import single_gpu_example as single_gpu_example
 from objtypes import Obj
 
 from .cluster_objects import get, items, wait_for
-
-
-class FileServer:
-    """A folder served over plain HTTP on the node's address; counts the GETs per path
-    (a second replica that downloads again shows as a second GET)."""
-
-    def __init__(self, directory: Path, address: str) -> None:
-        self.gets: Counter[str] = Counter()
-        gets = self.gets
-
-        class Handler(SimpleHTTPRequestHandler):
-            def do_GET(self) -> None:
-                gets[self.path] += 1
-                super().do_GET()
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer((address, 0), partial(Handler, directory=str(directory)))
-        self.url = f"http://{address}:{self.httpd.server_address[1]}"
-        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    def __enter__(self) -> FileServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
-def sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 @contextmanager
@@ -75,43 +42,6 @@ def restricted_namespace(cluster: KubeCluster, hint: str) -> Iterator[str]:
         yield name
     finally:
         cluster.delete_namespace(name)
-
-
-def local_cache_volume(node: RealNode, namespace: str) -> Path:
-    """A `local` PersistentVolume on the node, bound ahead to the namespace's model cache
-    claim: the kubelet applies the pod's fsGroup to it, as on most real volumes."""
-    path = node.dir / "volumes" / namespace
-    path.mkdir(parents=True, exist_ok=True)
-    node.cluster.apply(
-        {
-            "apiVersion": "v1",
-            "kind": "PersistentVolume",
-            "metadata": {"name": f"cache-{namespace}"},
-            "spec": {
-                "capacity": {"storage": "1Ti"},
-                "accessModes": ["ReadWriteOnce"],
-                "persistentVolumeReclaimPolicy": "Retain",
-                "local": {"path": str(path)},
-                "claimRef": {"namespace": namespace, "name": "llmkube-model-cache"},
-                "nodeAffinity": {
-                    "required": {
-                        "nodeSelectorTerms": [
-                            {
-                                "matchExpressions": [
-                                    {
-                                        "key": "kubernetes.io/hostname",
-                                        "operator": "In",
-                                        "values": [node.name],
-                                    }
-                                ]
-                            }
-                        ]
-                    }
-                },
-            },
-        }
-    )
-    return path
 
 
 def pods(cluster: KubeCluster, namespace: str, selector: str = "") -> list[Obj]:
