@@ -67,7 +67,7 @@ def test_the_runtime_killed_is_restarted_and_our_status_follows(
         os.kill(runtime["pid"], signal.SIGKILL)
 
         # Not Ready while it restarts, and the Ready condition says how its last run ended.
-        trace = []
+        trace: list[tuple[str | None, str | None]] = []
         deadline = time.monotonic() + 120
         said = "the runtime restarted 1 time(s), last: Error, exit code 137"
         while not any(t[0] == "False" and said in (t[1] or "") for t in trace):
