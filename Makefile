@@ -10,7 +10,7 @@ BENCH_ARGS ?=
 STAMP  := $(VENV)/.installed
 
 .PHONY: install demo test lint typecheck pytest bench wheels sync-data clean crds runtime-options \
-	llama-server kube-binaries
+	llama-server kube-binaries node-binaries node-images
 
 # The product (editable, with the dev tools) and the test API server's own distribution
 # (packaging/testserver: not in the product wheel, needed by the demo and the tests).
@@ -62,6 +62,27 @@ kube-binaries:
 	@K8S_VERSION=$(K8S_VERSION) scripts/build-kube.sh >/dev/null \
 		|| echo "the Kubernetes binaries were not built: the cluster tier will skip"
 
+# What a real node of the node tier runs (runc, containerd, the CNI plugins, crictl, the
+# kubelet, kube-proxy and kubectl at $(K8S_VERSION), the DRA example kubelet plugin, helm,
+# BuildKit), built from Go modules and cached under ~/.cache/llmkube-py; as root it first
+# installs the Debian packages they need (docs/testing.md gives the build times). Where
+# they cannot be built, the node tier skips, saying why.
+node-binaries: kube-binaries
+	@K8S_VERSION=$(K8S_VERSION) scripts/build-node.sh >/dev/null \
+		|| echo "the node binaries were not built: the node tier will skip"
+
+# The node tier's images (devcluster/images: pause, loader, llama.cpp, the serving
+# stand-in, the controller image from the Dockerfile by BuildKit), cached as OCI tars.
+node-images: $(STAMP) llama-server node-binaries
+	@$(BIN)/python -m devcluster.images >/dev/null \
+		|| echo "the node images were not built: the node tier will skip"
+
+# The same demo on a real node (root): the chart installed by the real helm CLI, the
+# controller and llama-server running as pods, ending in a real /v1/embeddings answer.
+.PHONY: demo-node
+demo-node: $(STAMP) node-images
+	K8S_VERSION=$(K8S_VERSION) $(BIN)/python -m devcluster.demo_node
+
 # The same demo on the real control plane (devcluster/: the binaries above, kwok nodes, the
 # real scheduler allocating the DRA claims). Where the binaries could not be built, the
 # demo says which are missing and exits 2.
@@ -69,14 +90,17 @@ kube-binaries:
 demo-cluster: $(STAMP) kube-binaries
 	K8S_VERSION=$(K8S_VERSION) $(BIN)/llmkube-controller demo --cluster
 
-# Three tiers, each test in exactly one (markers set by tests/conftest.py): the unit tests,
+# Four tiers, each test in exactly one (markers set by tests/conftest.py): the unit tests,
 # then, only if they passed, those that start the test API server, then those that start
-# the real control plane. Exit code 5 (nothing selected) does not fail a tier;
-# tests/test_tiers.py checks that none is empty.
-pytest: $(STAMP) llama-server kube-binaries
+# the real control plane, then those that run on a real node (kubelet, containerd, runc,
+# the DRA example plugin: containers really run; root and the node binaries needed).
+# Exit code 5 (nothing selected) does not fail a tier; tests/test_tiers.py checks that
+# none is empty.
+pytest: $(STAMP) llama-server kube-binaries node-binaries node-images
 	$(BIN)/pytest -q -m unit || [ $$? -eq 5 ]
 	$(BIN)/pytest -q -m server || [ $$? -eq 5 ]
 	K8S_VERSION=$(K8S_VERSION) $(BIN)/pytest -q -m cluster || [ $$? -eq 5 ]
+	K8S_VERSION=$(K8S_VERSION) $(BIN)/pytest -q -m node || [ $$? -eq 5 ]
 
 test: lint typecheck pytest
 

@@ -416,6 +416,9 @@ STATUS = Object(
         "observedGeneration": Int(fmt="int64"),
         # llmkube-py extensions (docs/api.md names them): quota and GPU attachment as resolved.
         "admittedReplicas": Int(),
+        "restarts": Int(
+            description="Restarts of the runtime container, summed over the current pods."
+        ),
         "gpusPerReplica": Int(),
         "gpuAttachment": Str(enum=("dra", "device-plugin", "none")),
         "model": Str(),

@@ -58,6 +58,16 @@ CONTROLLERS = (
     "node-lifecycle-controller",  # lifts the not-ready taint admission puts on new nodes
     "resourceclaim-controller",
 )
+# What a real node's Services need on top: EndpointSlices (kube-proxy reads them), the
+# Endpoints Prometheus' service discovery reads, and the garbage collection of pods.
+NODE_CONTROLLERS = (
+    "endpointslice-controller",
+    "endpoints-controller",
+    "pod-garbage-collector-controller",
+    "ttl-controller",
+)
+SERVICE_CIDR = "10.96.0.0/16"
+SERVICE_IP = "10.96.0.1"  # the `kubernetes` Service's ClusterIP, first of SERVICE_CIDR
 
 
 class ClusterError(RuntimeError):
@@ -89,21 +99,35 @@ class KubeCluster:
         *,
         nodes: int = DEFAULT_NODES,
         gpus: int = DEFAULT_GPUS,
+        address: str = "127.0.0.1",
     ) -> None:
+        """`address`: where the apiserver listens and what it advertises. Loopback for
+        kwok nodes; a real node's address (devcluster/node.py, inside its network
+        namespace) makes this the control plane of a real kubelet: the `kubernetes`
+        Service's endpoints are that address (pods reach the apiserver through it), the
+        Node authorizer runs beside RBAC, the apiserver reaches kubelets by InternalIP
+        with a client certificate (`kubectl logs/exec`), and the controller-manager also
+        keeps EndpointSlices (kube-proxy, Prometheus)."""
         self.bin = bin_dir
         self.dir = workdir
         self.nodes = [f"kwok-node-{i}" for i in range(nodes)]
         self.gpus = gpus
+        self.address = address
+        self.real_node = address != "127.0.0.1"
         self.components: dict[str, Component] = {}
         pki_dir = workdir / "pki"
         pki_dir.mkdir(parents=True, exist_ok=True)
         self.pki = Pki(pki_dir)
-        self.serving = self.pki.issue("apiserver", "kube-apiserver", server=True)
+        sans = (address, SERVICE_IP) if self.real_node else ()
+        self.serving = self.pki.issue("apiserver", "kube-apiserver", server=True, ips=sans)
         self.admin_cert = self.pki.issue("admin", "kubernetes-admin", org="system:masters")
+        self.kubelet_client = self.pki.issue(
+            "apiserver-kubelet-client", "kube-apiserver-kubelet-client", org="system:masters"
+        )
         self.sa_key, self.sa_pub = self.pki.signing_key()
         self.etcd_port, self.etcd_peer_port = free_port(), free_port()
         self.port = free_port()
-        self.url = f"https://127.0.0.1:{self.port}"
+        self.url = f"https://{address}:{self.port}"
         self.admin_kubeconfig = kubeconfig(
             workdir / "admin.kubeconfig",
             self.url,
@@ -132,6 +156,12 @@ class KubeCluster:
                 e.url, e.code, f"{e.reason}: {method} {path}: {detail}", e.headers, None
             ) from None
         return json.loads(raw) if raw[:1] in (b"{", b"[") else raw.decode()
+
+    def text(self, path: str) -> str:
+        """A GET whose answer is text, as it is (a pod's log: JSON lines)."""
+        req = urllib.request.Request(self.url + path)
+        with urllib.request.urlopen(req, context=self._ssl, timeout=30) as resp:
+            return str(resp.read().decode(errors="replace"))
 
     def _ok(self, path: str) -> bool:
         try:
@@ -195,24 +225,41 @@ class KubeCluster:
             [
                 str(self.bin / "kube-apiserver"),
                 f"--etcd-servers=http://127.0.0.1:{self.etcd_port}",
-                "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
                 f"--secure-port={self.port}",
                 f"--cert-dir={self.dir / 'apiserver-certs'}",
                 f"--tls-cert-file={crt}",
                 f"--tls-private-key-file={key}",
                 f"--client-ca-file={self.pki.ca}",
-                "--authorization-mode=RBAC",
                 f"--service-account-key-file={self.sa_pub}",
                 f"--service-account-signing-key-file={self.sa_key}",
                 "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
                 "--api-audiences=https://kubernetes.default.svc.cluster.local",
-                "--service-cluster-ip-range=10.96.0.0/16",
-                "--endpoint-reconciler-type=none",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
                 "--allow-privileged=true",
                 "--v=1",
+                *self._apiserver_node_args(),
             ],
         )
+
+    def _apiserver_node_args(self) -> list[str]:
+        if not self.real_node:
+            return [
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                "--endpoint-reconciler-type=none",
+                "--authorization-mode=RBAC",
+            ]
+        crt, key = self.kubelet_client
+        return [
+            "--bind-address=0.0.0.0",  # inside the node's network namespace
+            f"--advertise-address={self.address}",
+            "--endpoint-reconciler-type=lease",
+            "--authorization-mode=Node,RBAC",
+            "--enable-admission-plugins=NodeRestriction",
+            "--kubelet-preferred-address-types=InternalIP",
+            f"--kubelet-client-certificate={crt}",
+            f"--kubelet-client-key={key}",
+        ]
 
     def _kube_controller_manager(self) -> Component:
         return self._component(
@@ -225,7 +272,7 @@ class KubeCluster:
                 "--bind-address=127.0.0.1",
                 f"--secure-port={self.kcm_port}",
                 f"--cert-dir={self.dir / 'kcm-certs'}",
-                "--controllers=" + ",".join(CONTROLLERS),
+                "--controllers=" + ",".join(self._controllers()),
                 f"--service-account-private-key-file={self.sa_key}",
                 f"--root-ca-file={self.pki.ca}",
                 "--use-service-account-credentials=false",
@@ -234,6 +281,9 @@ class KubeCluster:
                 "--v=1",
             ],
         )
+
+    def _controllers(self) -> tuple[str, ...]:
+        return CONTROLLERS + NODE_CONTROLLERS if self.real_node else CONTROLLERS
 
     def _kube_scheduler(self) -> Component:
         return self._component(
@@ -301,13 +351,15 @@ class KubeCluster:
             self.start_apiserver()
             self._kube_controller_manager().start()
             self._kube_scheduler().start()
-            self._kwok().start()
-            for node in self.nodes:
-                self.http("POST", "/api/v1/nodes", self._node(node))
-            self._driver().start()
+            if self.nodes:
+                self._kwok().start()
+                for node in self.nodes:
+                    self.http("POST", "/api/v1/nodes", self._node(node))
+                self._driver().start()
             self._wait_controllers()
-            self._wait("nodes Ready (kwok)", self._nodes_ready, "kwok")
-            self._wait("ResourceSlices", self._slices_published, "fake-dra-driver")
+            if self.nodes:
+                self._wait("nodes Ready (kwok)", self._nodes_ready, "kwok")
+                self._wait("ResourceSlices", self._slices_published, "fake-dra-driver")
             self._wait(
                 "ServiceAccount default/default", self._default_sa, "kube-controller-manager"
             )
@@ -344,6 +396,8 @@ class KubeCluster:
         shutil.copytree(snapshot, self._etcd_data)
         self._start_storage()
         for name in ("kube-controller-manager", "kube-scheduler", "kwok"):
+            if name not in self.components:
+                continue
             self.components[name].stop()
             self.components[name].start()
         self._wait_controllers()

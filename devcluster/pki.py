@@ -76,8 +76,18 @@ class Pki:
         self.ca.write_bytes(self.ca_cert.public_bytes(serialization.Encoding.PEM))
 
     def issue(
-        self, name: str, cn: str, *, org: str | None = None, server: bool = False
+        self,
+        name: str,
+        cn: str,
+        *,
+        org: str | None = None,
+        server: bool = False,
+        ips: tuple[str, ...] = (),
+        dns: tuple[str, ...] = (),
     ) -> tuple[Path, Path]:
+        """A key and certificate signed by the CA; a serving one names loopback, the
+        `kubernetes` Service's DNS names, `ips` (the node's address, the Service IP) and
+        `dns` (a webhook Service's names)."""
         key = _key()
         builder = (
             x509.CertificateBuilder()
@@ -99,10 +109,12 @@ class Pki:
                 x509.SubjectAlternativeName(
                     [
                         x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+                        *(x509.IPAddress(ipaddress.ip_address(ip)) for ip in ips),
                         x509.DNSName("localhost"),
                         x509.DNSName("kubernetes"),
                         x509.DNSName("kubernetes.default"),
                         x509.DNSName("kubernetes.default.svc"),
+                        *(x509.DNSName(name) for name in dns),
                     ]
                 ),
                 critical=False,

@@ -21,6 +21,7 @@ class Component:
     name: str
     argv: list[str]
     log: Path
+    env: dict[str, str] | None = None  # None: this process's environment
     proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
@@ -31,6 +32,7 @@ class Component:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                env=self.env,
             )
 
     def running(self) -> bool:

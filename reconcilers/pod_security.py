@@ -10,6 +10,12 @@ multiNode member Pods) and the prefetch Jobs' pods.
   as LLMKube; NET_BIND_SERVICE is kept when it listens below 1024 (`containerPort: 80`).
 - The loader container: the same.
 - A loader writing a cache claim gets `model-cache-prep` before it (cache_prep.py).
+- In a namespace that enforces Pod Security `restricted` (its label
+  `pod-security.kubernetes.io/enforce: restricted`), the pod also runs as non-root:
+  `runAsNonRoot: true`, `runAsUser`/`runAsGroup` 65532 (the serving images run as root or
+  as a named user the kubelet cannot check), and no `model-cache-prep` (root with CHOWN
+  and FOWNER, which that profile refuses): the kubelet's fsGroup ownership of the cache
+  volume lets the loader write it. Without this the ReplicaSet's pods are refused.
 
 `spec.podSecurityContext` and `spec.securityContext` win key by key: each key the user
 sets replaces ours (`capabilities` whole), the keys they leave out keep our defaults.
@@ -21,20 +27,38 @@ from __future__ import annotations
 
 import copy
 
+from controller.cache import Cache
+from controller.resources import NAMESPACE
 from objtypes import Obj
 from reconcilers.sources.cache_prep import cache_prep_container
 from reconcilers.sources.loader import LOADER_NAME, MODEL_DIR
 
 DEFAULT_FS_GROUP = 102  # curlimages/curl's group (LLMKube's --default-fsgroup)
+ENFORCE_LABEL = "pod-security.kubernetes.io/enforce"
+RESTRICTED_USER = 65532  # the conventional "nonroot" uid and gid (the controller's own)
 PRIVILEGED_PORTS = 1024
 _ESCALATING_CAPS = ("SYS_ADMIN", "CAP_SYS_ADMIN")
 
 
-def pod_security_context(user: Obj | None, fs_group: int) -> Obj:
-    """Ours (seccomp RuntimeDefault, fsGroup when > 0) under the user's keys."""
+def enforces_restricted(namespace: Obj | None) -> bool:
+    """The Namespace's Pod Security admission enforces the `restricted` profile."""
+    labels = ((namespace or {}).get("metadata") or {}).get("labels") or {}
+    return labels.get(ENFORCE_LABEL) == "restricted"
+
+
+def restricted_namespace(cache: Cache, namespace: str) -> bool:
+    """enforces_restricted for the cached Namespace (the controllers watch Namespaces)."""
+    return enforces_restricted(cache.get(NAMESPACE, "", namespace))
+
+
+def pod_security_context(user: Obj | None, fs_group: int, restricted: bool = False) -> Obj:
+    """Ours (seccomp RuntimeDefault, fsGroup when > 0, non-root under `restricted`) under
+    the user's keys."""
     ours: Obj = {"seccompProfile": {"type": "RuntimeDefault"}}
     if fs_group > 0:
         ours["fsGroup"] = fs_group
+    if restricted:
+        ours.update(runAsNonRoot=True, runAsUser=RESTRICTED_USER, runAsGroup=RESTRICTED_USER)
     return {**ours, **copy.deepcopy(user or {})}
 
 
@@ -68,12 +92,14 @@ def harden(
     user_container: Obj | None = None,
     runtime_port: int | None = None,
     cache_volume: str | None = None,
+    restricted: bool = False,
 ) -> None:
     """Harden a pod spec in place. runtime_port: the first container is the runtime,
     listening there (None: no runtime, a prefetch Job); cache_volume: the cache claim's
-    volume the loader writes (None: an emptyDir, or no loader)."""
+    volume the loader writes (None: an emptyDir, or no loader); restricted: the namespace
+    enforces Pod Security `restricted`."""
     spec["automountServiceAccountToken"] = False
-    pod_context = pod_security_context(user_pod, fs_group)
+    pod_context = pod_security_context(user_pod, fs_group, restricted)
     spec["securityContext"] = pod_context
     if runtime_port is not None:
         runtime = spec["containers"][0]

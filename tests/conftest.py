@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import shutil
+import signal
+import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
@@ -19,10 +22,12 @@ from controller.errors import ApiError
 from controller.kube import KubeClient
 from controller.manager import Manager, ManagerConfig
 from devcluster import KubeCluster, binaries_dir, missing_binaries
+from devcluster.node import NodeCluster
 from objtypes import Obj
 from testserver.process import ApiServerProcess
 
 from .support import chart
+from .support.helm import Helm, PodController, webhook_values
 from .support.kube_cluster import ControllerProcess, install_chart, start_controller
 
 T = TypeVar("T")
@@ -52,18 +57,28 @@ SERVER_FIXTURES = frozenset(
 CLUSTER_FIXTURES = frozenset({"kube_cluster", "own_kube_cluster"})
 
 
+# The fixture that starts the control plane with a real node (kubelet, containerd, runc,
+# the DRA example plugin) inside a network namespace of its own: the fourth tier.
+NODE_FIXTURES = frozenset({"node_cluster"})
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every test is in exactly one tier. `cluster`: it uses one of CLUSTER_FIXTURES;
+    """Every test is in exactly one tier. `node`: it uses one of NODE_FIXTURES (or is
+    marked so: the node demo); `cluster`: it uses one of CLUSTER_FIXTURES;
     `server`: it uses one of SERVER_FIXTURES, or is marked so because it starts the server
     another way (a bench run, the demo, inline); `unit`: all the others. A unit test that
     starts the server fails, naming the mark."""
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))
-        if CLUSTER_FIXTURES & fixtures:
+        if NODE_FIXTURES & fixtures:
+            item.add_marker(pytest.mark.node)
+        elif item.get_closest_marker("node") is not None:
+            pass
+        elif CLUSTER_FIXTURES & fixtures:
             item.add_marker(pytest.mark.cluster)
         elif SERVER_FIXTURES & fixtures:
             item.add_marker(pytest.mark.server)
-        if item.get_closest_marker("server") is None and item.get_closest_marker("cluster") is None:
+        if not any(item.get_closest_marker(m) for m in ("server", "cluster", "node")):
             item.add_marker(pytest.mark.unit)
 
 
@@ -97,12 +112,56 @@ def own_kube_cluster(tmp_path: Path) -> Iterator[KubeCluster]:
     cluster.stop()
 
 
+def node_requirements() -> tuple[list[str], str]:
+    """What a real node lacks here, and how to get it."""
+    from devcluster import node
+
+    return node.missing(binaries_dir(), node.binaries_dir()), (
+        "run `make kube-binaries node-binaries` (scripts/build-kube.sh, scripts/build-node.sh) "
+        "as root"
+    )
+
+
+@pytest.fixture(scope="session")
+def node_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeCluster]:
+    """The control plane and one real node, for the whole node tier (tests use
+    namespaces of their own). This process enters the node's network namespace for the
+    session. Skipped, saying what is missing, where the binaries or root are not there."""
+    from devcluster import node
+    from devcluster.images import ImageBuildError, build_images
+
+    lacks, how = node_requirements()
+    if lacks:
+        pytest.skip(f"no real node here ({'; '.join(lacks)}): {how}")
+    try:
+        images = build_images(node.images_dir())
+    except ImageBuildError as e:
+        pytest.skip(f"the node tier's images could not be built: {e}")
+    # A short folder: unix socket paths below it must stay under 108 bytes.
+    workdir = Path(tempfile.mkdtemp(prefix="lkn-", dir="/tmp"))
+    # A TERM (a CI timeout, `kill`) unwinds like ^C, so the node is stopped and removed.
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    started = node.start_node_cluster(workdir, images)
+    try:
+        yield started
+    finally:
+        started.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 @pytest.fixture(autouse=True)
 def _unit_tests_start_no_server(
     request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A unit-tier test that starts the test API server is misfiled: say so, loudly."""
     if request.node.get_closest_marker("server") is not None:
+        return
+    if request.node.get_closest_marker("node") is not None:
         return
     if request.node.get_closest_marker("cluster") is not None:
         return  # the cluster tier may run the test server beside kube-apiserver (differential)
@@ -376,3 +435,26 @@ def run_chart_controller(cluster: KubeCluster, directory: Path) -> ControllerPro
             raise AssertionError(f"the controller never became ready:\n{proc.log()[-4000:]}")
         time.sleep(0.2)
     return proc
+
+
+# -- the node tier: the same control plane with a real node ---------------------------------
+
+
+@pytest.fixture(scope="session")
+def helm(node_cluster: NodeCluster, tmp_path_factory: pytest.TempPathFactory) -> Helm:
+    """The real helm CLI against the node's control plane."""
+    from devcluster.node import binaries_dir
+
+    return Helm(binaries_dir() / "helm", node_cluster.cluster, tmp_path_factory.mktemp("helm"))
+
+
+@pytest.fixture(scope="session")
+def node_controller(node_cluster: NodeCluster, helm: Helm) -> PodController:
+    """The chart installed by `helm install` (CRDs, RBAC, the webhook with its
+    certificate, the Deployment of the locally built image) and its controller Pod Ready
+    on the real node. Tests that upgrade or uninstall the release leave it installed."""
+    cluster = node_cluster.cluster
+    helm.install(webhook_values(cluster))
+    controller = PodController(cluster)
+    controller.wait_ready()
+    return controller

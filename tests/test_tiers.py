@@ -1,5 +1,5 @@
-"""`make test` runs `pytest -m unit`, then `pytest -m server`, then `pytest -m cluster`:
-together, every test once.
+"""`make test` runs `pytest -m unit`, then `pytest -m server`, then `pytest -m cluster`, then
+`pytest -m node`: together, every test once.
 
 A tier that selects nothing exits with code 5, which the Makefile lets pass (a tier may
 legitimately be empty while running a subset); these checks make sure none is empty by
@@ -31,18 +31,22 @@ def collected(*args: str) -> set[str]:
     return {line for line in run.stdout.splitlines() if "::" in line}
 
 
-def test_the_three_tiers_hold_every_test_exactly_once() -> None:
+def test_the_four_tiers_hold_every_test_exactly_once() -> None:
     everything = collected()
-    unit = collected("-m", "unit")
-    server = collected("-m", "server")
-    cluster = collected("-m", "cluster")
+    tiers = {name: collected("-m", name) for name in ("unit", "server", "cluster", "node")}
+    unit, server, cluster, node = tiers.values()
     assert len(unit) > 100 and len(server) > 100, (len(unit), len(server))
     assert len(cluster) >= 5, sorted(cluster)
-    assert unit.isdisjoint(server) and unit.isdisjoint(cluster) and server.isdisjoint(cluster)
-    assert unit | server | cluster == everything
-    assert "tests/test_tiers.py::test_the_three_tiers_hold_every_test_exactly_once" in unit
+    assert len(node) >= 3, sorted(node)
+    names = list(tiers)
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            assert tiers[a].isdisjoint(tiers[b]), (a, b, sorted(tiers[a] & tiers[b]))
+    assert unit | server | cluster | node == everything
+    assert "tests/test_tiers.py::test_the_four_tiers_hold_every_test_exactly_once" in unit
     assert any(t.startswith("tests/test_chaos.py::") for t in server)
     assert all(t.startswith("tests/test_cluster_") for t in cluster), sorted(cluster)
+    assert all(t.startswith("tests/test_node_") for t in node), sorted(node)
 
 
 async def test_a_unit_test_that_starts_the_server_is_told_to_mark_itself() -> None:

@@ -26,6 +26,7 @@ from reconcilers.inferenceservice.workload import (
     build_members_service,
     build_service,
 )
+from reconcilers.pod_security import restricted_namespace
 from reconcilers.sources.cache_claim import ClaimMaker
 from reconcilers.writes.apply import NotOwned, ensure, replace_pod_if_changed
 
@@ -95,6 +96,7 @@ async def _deployment(
         roots=ctx.settings.allowed_host_path_roots,
         store=plan.store,
         fs_group=ctx.settings.default_fs_group,
+        restricted=restricted_namespace(ctx.cache, isvc["metadata"]["namespace"]),
     )
     if plan.claimed is not None:
         annotations = desired["metadata"].setdefault("annotations", {})
@@ -123,6 +125,7 @@ async def _members(
         roots=ctx.settings.allowed_host_path_roots,
         store=plan.store,
         fs_group=ctx.settings.default_fs_group,
+        restricted=restricted_namespace(ctx.cache, isvc["metadata"]["namespace"]),
     )
     wanted = {p["metadata"]["name"] for p in pods}
     ready = 0

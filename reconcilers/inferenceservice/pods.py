@@ -68,3 +68,21 @@ def pod_ready(pod: Obj) -> bool:
         cond.get("type") == "Ready" and cond.get("status") == "True"
         for cond in (pod.get("status") or {}).get("conditions") or []
     )
+
+
+def runtime_restarts(pods: Iterable[Obj], container: str) -> tuple[int, str]:
+    """How often `container` (the runtime) restarted, summed over `pods`, and how its
+    last run of the pod that restarted most ended ("" when none restarted): "Error, exit
+    code 137", from the kubelet's lastState."""
+    total, worst, ended = 0, 0, ""
+    for pod in pods:
+        for status in (pod.get("status") or {}).get("containerStatuses") or []:
+            if status.get("name") != container:
+                continue
+            count = int(status.get("restartCount") or 0)
+            total += count
+            last = (status.get("lastState") or {}).get("terminated") or {}
+            if count > worst and last:
+                worst = count
+                ended = f"{last.get('reason') or 'terminated'}, exit code {last.get('exitCode')}"
+    return total, ended

@@ -101,6 +101,8 @@ class InferenceServiceReconciler:
             Watch(GPU_QUOTA, self._quota_peers),
             # A Namespace relabelled in or out of a selector GPUQuota's reach.
             Watch(NAMESPACE, self._quota_peers),
+            # A Namespace that starts or stops enforcing Pod Security `restricted`.
+            Watch(NAMESPACE, self._in_namespace),
             Watch(RESOURCE_CLAIM, lambda e: self._using_claim(e, "resourceClaimName")),
             Watch(
                 RESOURCE_CLAIM_TEMPLATE, lambda e: self._using_claim(e, "resourceClaimTemplateName")
@@ -126,6 +128,11 @@ class InferenceServiceReconciler:
         """Under a GPUQuota, the services whose admitted replicas (or charge) moved."""
         for ns, name in admission_changes(self.ctx.cache, event):
             yield self._request(ns, name)
+
+    def _in_namespace(self, event: Event) -> Iterable[Request]:
+        name = event.obj["metadata"]["name"]
+        for isvc in self.ctx.cache.list(INFERENCE_SERVICE, name):
+            yield self._request(name, isvc["metadata"]["name"])
 
     def _using_model(self, event: Event) -> Iterable[Request]:
         ns, model_name = object_key(event.obj)

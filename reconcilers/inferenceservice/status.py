@@ -16,7 +16,13 @@ from reconcilers.context import Context
 from reconcilers.devices.lookup import allocation_status
 from reconcilers.inferenceservice.apply import Applied
 from reconcilers.inferenceservice.plan import Plan
-from reconcilers.inferenceservice.pods import live_pods, owned_pods, service_pods
+from reconcilers.inferenceservice.pods import (
+    live_pods,
+    owned_pods,
+    runtime_restarts,
+    service_pods,
+)
+from reconcilers.inferenceservice.workload import CONTAINER
 from reconcilers.ownership import selector
 from reconcilers.writes.conditions import Condition
 from runtimes.gpu import attachment_kind
@@ -85,9 +91,10 @@ async def write_refused(ctx: Context, isvc: Obj, plan: Plan) -> None:
 
 
 def outcome(
-    service: InferenceServiceSpec, plan: Plan, applied: Applied
+    service: InferenceServiceSpec, plan: Plan, applied: Applied, restarted: str = ""
 ) -> tuple[str, list[Condition]]:
-    """The phase, and WorkloadReady / Ready, from the replicas the apply found."""
+    """The phase, and WorkloadReady / Ready, from the replicas the apply found;
+    `restarted` says how the runtime's restarts ended, for a service not Ready."""
     if applied.conflict is not None:
         return "Failed", [
             Condition(c.WORKLOAD_READY, False, c.WORKLOAD_CONFLICT, applied.conflict),
@@ -113,6 +120,8 @@ def outcome(
             Condition(c.READY, True, c.SERVING, message),
         ]
     message = f"{ready}/{wanted} replicas ready" + (f"; {pending}" if pending else "")
+    if restarted:
+        message += f"; {restarted}"
     reason = c.UNSCHEDULABLE if pending else c.PROGRESSING
     gpu = plan.per_replica or plan.demand is not None  # claims without count hold GPUs too
     return "WaitingForGPU" if pending and gpu else "Progressing", [
@@ -130,7 +139,10 @@ async def write_served(
     applied: Applied,
 ) -> None:
     ns, name = object_key(isvc)
-    phase, workload = outcome(service, plan, applied)
+    pods = live_pods(service_pods(ctx.cache, isvc))
+    restarts, ended = runtime_restarts(pods, CONTAINER)
+    restarted = f"the runtime restarted {restarts} time(s), last: {ended}" if ended else ""
+    phase, workload = outcome(service, plan, applied, restarted)
     extra: Obj = {}
     if plan.kueue is not None:
         extra["kueue"] = plan.kueue
@@ -138,7 +150,7 @@ async def write_served(
         # What DRA allocated to the live pods (finished and terminating ones hold none).
         extra["allocation"] = allocation_status(
             ctx.cache,
-            live_pods(service_pods(ctx.cache, isvc)),
+            pods,
             plan.demand.total,
             (isvc.get("status") or {}).get("allocation"),
         )
@@ -154,6 +166,7 @@ async def write_served(
         "selector": selector(isvc),
         "admittedReplicas": plan.admitted,
         "readyReplicas": applied.ready,
+        "restarts": restarts,
         # The GPUQuota's charge when one accounts for the service, else the guide's.
         "gpusPerReplica": plan.per_replica,
         "gpuAttachment": attachment_kind(model, service),

@@ -165,10 +165,12 @@ def pod_spec(
     roots: tuple[str, ...] = (),
     store: Store = EPHEMERAL,
     fs_group: int = DEFAULT_FS_GROUP,
+    restricted: bool = False,
 ) -> Obj:
     """rt: the runtime command already built from these arguments, if the caller has it;
     roots: the operator's --allowed-host-path-roots; store: where the loader writes;
-    fs_group: the operator's --default-fsgroup (pod_security.py)."""
+    fs_group: the operator's --default-fsgroup; restricted: the namespace enforces Pod
+    Security `restricted` (pod_security.py)."""
     placement = model_location(model, service.runtime, roots, store, service.hf_token)
     if rt is None:
         rt = runtime_command(
@@ -196,6 +198,7 @@ def pod_spec(
         user_container=service.fields.security_context,
         runtime_port=rt.port,
         cache_volume=placement.store.volume_name if placement.store.claim else None,
+        restricted=restricted,
     )
     return spec
 
@@ -211,6 +214,7 @@ def build_deployment(
     roots: tuple[str, ...] = (),
     store: Store = EPHEMERAL,
     fs_group: int = DEFAULT_FS_GROUP,
+    restricted: bool = False,
 ) -> Obj:
     name = isvc["metadata"]["name"]
     template_meta: Obj = {"labels": pod_labels(isvc, service)}
@@ -244,6 +248,7 @@ def build_deployment(
                     roots=roots,
                     store=store,
                     fs_group=fs_group,
+                    restricted=restricted,
                 ),
             },
         },
@@ -271,6 +276,7 @@ def build_member_pods(
     roots: tuple[str, ...] = (),
     store: Store = EPHEMERAL,
     fs_group: int = DEFAULT_FS_GROUP,
+    restricted: bool = False,
 ) -> list[Obj]:
     """multiNode: one pod per member, pinned with nodeName (device-plugin GPUs only).
 
@@ -294,6 +300,7 @@ def build_member_pods(
             roots=roots,
             store=store,
             fs_group=fs_group,
+            restricted=restricted,
         )
         spec["nodeName"] = member.node
         spec["hostname"] = f"{name}-{rank}"

@@ -17,7 +17,7 @@ from objtypes import Obj
 from reconcilers.context import Context
 from reconcilers.model.delivery import Delivery
 from reconcilers.ownership import MANAGED_BY, MANAGER, MODEL_LABEL
-from reconcilers.pod_security import DEFAULT_FS_GROUP, harden
+from reconcilers.pod_security import DEFAULT_FS_GROUP, harden, restricted_namespace
 from reconcilers.sources.cache_claim import SHARED_CLAIM, ClaimMaker, shared_claim
 from reconcilers.sources.loader import Store, loader_for
 from reconcilers.writes.apply import NotOwned, ensure, owned_by
@@ -31,9 +31,12 @@ def job_name(name: str, model: ModelSpec) -> str:
     return f"{name[:40]}-prefetch-{model.cache_key[:8]}"
 
 
-def build_job(obj: Obj, model: ModelSpec, fs_group: int = DEFAULT_FS_GROUP) -> Obj:
-    """fs_group: the operator's --default-fsgroup; the pod is hardened as a serving pod
-    (pod_security.py), with the cache prep before the loader."""
+def build_job(
+    obj: Obj, model: ModelSpec, fs_group: int = DEFAULT_FS_GROUP, restricted: bool = False
+) -> Obj:
+    """fs_group: the operator's --default-fsgroup; restricted: the namespace enforces Pod
+    Security `restricted`; the pod is hardened as a serving pod (pod_security.py), with
+    the cache prep before the loader where it may run as root."""
     meta = obj["metadata"]
     loading = loader_for(model, Store(SHARED_CLAIM))
     assert loading is not None, "only a Model a loader stages is prefetched"
@@ -45,7 +48,7 @@ def build_job(obj: Obj, model: ModelSpec, fs_group: int = DEFAULT_FS_GROUP) -> O
     }
     if model.prefetch_tolerations:
         pod["tolerations"] = [dict(t) for t in model.prefetch_tolerations]
-    harden(pod, fs_group, cache_volume=Store(SHARED_CLAIM).volume_name)
+    harden(pod, fs_group, cache_volume=Store(SHARED_CLAIM).volume_name, restricted=restricted)
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -88,7 +91,8 @@ async def ensure_prefetch(
             "is prefetched, each pod's loader downloads",
         )
     await _claims.create(ctx, shared_claim(obj["metadata"]["namespace"], settings))
-    desired = build_job(obj, model, ctx.settings.default_fs_group)
+    restricted = restricted_namespace(ctx.cache, obj["metadata"]["namespace"])
+    desired = build_job(obj, model, ctx.settings.default_fs_group, restricted)
     uid = obj["metadata"]["uid"]
     ns, name = desired["metadata"]["namespace"], desired["metadata"]["name"]
     live = ctx.cache.get(JOB, ns, name) or await ctx.client.get(JOB, ns, name)

@@ -128,9 +128,9 @@ def head64_path(model_path: str) -> str:
 
 
 def write_models(model_path: Path) -> None:
-    """The tests' tiny GGUF (tests/tiny_gguf.py) and, beside it, its head-64 variant:
+    """The tests' tiny GGUF (devcluster/tiny_gguf.py) and, beside it, its head-64 variant:
     the same writer with one head of 64 instead of two of 32."""
-    from tests import tiny_gguf
+    from devcluster import tiny_gguf
 
     tiny_gguf.write_tiny_gguf(model_path)
     heads = tiny_gguf.N_HEAD

@@ -3,7 +3,7 @@
 # run.sh needs on the device machine: the trimmed llama.cpp b10068 tree (the sdist
 # scripts/build-llama-server.sh builds, less what cmake's llama-server target does not
 # read: models/, docs/, tests/, examples/, unused GPU backends... about 34 MiB), the
-# tiny GGUF of the tests (tests/tiny_gguf.py), argv.json (argv.py) and the two scripts.
+# tiny GGUF of the tests (devcluster/tiny_gguf.py), argv.json (argv.py) and the two scripts.
 #
 #   scripts/gpu-check/prepare.sh [DEST]     (run from the repository root, with .venv)
 set -euo pipefail

@@ -7,7 +7,6 @@ import re
 import sys
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,33 +29,14 @@ def install_chart(cluster: KubeCluster, docs: list[dict[str, Any]], namespace: s
         cluster.apply(doc, manager="helm")
 
 
-@dataclass
-class ControllerProcess:
-    """`llmkube-controller run` as its own process, with the args the chart gives it."""
+class ControllerLog:
+    """What a controller's log says about its requests: `log()` is the whole log."""
 
-    component: Component
-    health_port: int
-    log_mark: int = 0
-
-    def ready(self) -> bool:
-        try:
-            with urllib.request.urlopen(
-                f"http://127.0.0.1:{self.health_port}/readyz", timeout=5
-            ) as resp:
-                return bool(resp.status == 200)
-        except (urllib.error.URLError, OSError):
-            return False
+    def __init__(self) -> None:
+        self.log_mark = 0
 
     def log(self) -> str:
-        return self.component.log.read_text(errors="replace")
-
-    def metrics(self) -> str:
-        """Its Prometheus metrics (the probe server answers /metrics too)."""
-        with urllib.request.urlopen(
-            f"http://127.0.0.1:{self.health_port}/metrics", timeout=10
-        ) as resp:
-            text: str = resp.read().decode()
-        return text
+        raise NotImplementedError
 
     def denied(self) -> list[str]:
         """Log lines, since the last `forget_errors()`, of requests the RBAC authorizer
@@ -93,6 +73,35 @@ class ControllerProcess:
 
     def _since_mark(self) -> list[str]:
         return self.log()[self.log_mark :].splitlines()
+
+
+class ControllerProcess(ControllerLog):
+    """`llmkube-controller run` as its own process, with the args the chart gives it."""
+
+    def __init__(self, component: Component, health_port: int) -> None:
+        super().__init__()
+        self.component = component
+        self.health_port = health_port
+
+    def ready(self) -> bool:
+        try:
+            with urllib.request.urlopen(
+                f"http://127.0.0.1:{self.health_port}/readyz", timeout=5
+            ) as resp:
+                return bool(resp.status == 200)
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def log(self) -> str:
+        return self.component.log.read_text(errors="replace")
+
+    def metrics(self) -> str:
+        """Its Prometheus metrics (the probe server answers /metrics too)."""
+        with urllib.request.urlopen(
+            f"http://127.0.0.1:{self.health_port}/metrics", timeout=10
+        ) as resp:
+            text: str = resp.read().decode()
+        return text
 
 
 def start_controller(

@@ -1,0 +1,66 @@
+"""The controller that devcluster/helm.py's `helm install` runs as a Pod on the real
+node, seen through the apiserver: its pods, readiness and log."""
+
+from __future__ import annotations
+
+import time
+import urllib.error
+from typing import Any
+
+from devcluster import KubeCluster
+from devcluster.helm import NAMESPACE as NAMESPACE
+from devcluster.helm import RELEASE as RELEASE
+from devcluster.helm import SELECTOR
+from devcluster.helm import Helm as Helm
+from devcluster.helm import webhook_values as webhook_values
+from objtypes import Obj
+
+from .kube_cluster import ControllerLog
+
+
+class PodController(ControllerLog):
+    """The controller as the chart's Deployment runs it; its log is read through the
+    apiserver (the kubelet's log endpoint), and each restart's log is kept."""
+
+    def __init__(self, cluster: KubeCluster) -> None:
+        super().__init__()
+        self.cluster = cluster
+
+    def pods(self) -> list[Obj]:
+        listed = self.cluster.http(
+            "GET", f"/api/v1/namespaces/{NAMESPACE}/pods?labelSelector={SELECTOR}"
+        )
+        return [p for p in listed["items"] if not p["metadata"].get("deletionTimestamp")]
+
+    def pod(self) -> Obj:
+        running = [p for p in self.pods() if (p.get("status") or {}).get("phase") == "Running"]
+        if len(running) != 1:
+            raise AssertionError(f"{len(running)} controller pods running: {running}")
+        return running[0]
+
+    def log(self) -> str:
+        text = ""
+        for pod in sorted(self.pods(), key=lambda p: p["metadata"]["creationTimestamp"]):
+            try:
+                text += self.cluster.text(
+                    f"/api/v1/namespaces/{NAMESPACE}/pods/{pod['metadata']['name']}/log"
+                )
+            except urllib.error.HTTPError:
+                continue
+        return text
+
+    def wait_ready(self, timeout: float = 180) -> Obj:
+        deadline = time.monotonic() + timeout
+        while True:
+            pods = self.pods()
+            ready = [p for p in pods if _ready(p)]
+            if len(ready) == 1 and len(pods) == 1:
+                return ready[0]
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the controller pod never became Ready: {pods}")
+            time.sleep(0.5)
+
+
+def _ready(pod: Obj) -> bool:
+    conditions: list[dict[str, Any]] = (pod.get("status") or {}).get("conditions") or []
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
