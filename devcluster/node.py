@@ -36,7 +36,7 @@ from .cluster import binaries_dir as kube_binaries_dir
 from .cluster import missing_binaries as missing_kube_binaries
 from .netns import NetworkNamespace
 from .pki import kubeconfig
-from .process import Component
+from .process import Component, ComponentExited, wait_while_running
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD_SCRIPT = ROOT / "scripts" / "build-node.sh"
@@ -297,17 +297,11 @@ state = "{d / "state"}"
         c.start()
 
     def _wait(self, what: str, ready: Callable[[], bool], *owners: str) -> None:
-        deadline = time.monotonic() + START_TIMEOUT
-        while time.monotonic() < deadline:
-            if ready():
-                return
-            for owner in owners:
-                c = self.components[owner]
-                if not c.running():
-                    raise ClusterError(f"{owner} exited while waiting for {what}:\n{c.tail(40)}")
-            time.sleep(0.2)
-        logs = "\n".join(f"--- {o}\n{self.components[o].tail(40)}" for o in owners)
-        raise ClusterError(f"timed out after {START_TIMEOUT:.0f} s waiting for {what}\n{logs}")
+        components = {o: self.components[o] for o in owners}
+        try:
+            wait_while_running(what, ready, components, START_TIMEOUT, tail=40)
+        except ComponentExited as e:
+            raise ClusterError(str(e)) from None
 
     def ctr(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
