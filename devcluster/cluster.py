@@ -23,7 +23,6 @@ import ssl
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -34,7 +33,7 @@ import yaml
 
 from .objects import object_path
 from .pki import Pki, kubeconfig
-from .process import Component, free_port
+from .process import Component, ComponentExited, free_port, wait_while_running
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD_SCRIPT = ROOT / "scripts" / "build-kube.sh"
@@ -177,17 +176,11 @@ class KubeCluster:
         return c
 
     def _wait(self, what: str, ready: Callable[[], bool], *owners: str) -> None:
-        deadline = time.monotonic() + START_TIMEOUT
-        while time.monotonic() < deadline:
-            if ready():
-                return
-            for owner in owners:
-                c = self.components[owner]
-                if not c.running():
-                    raise ClusterError(f"{owner} exited while waiting for {what}:\n{c.tail()}")
-            time.sleep(0.2)
-        logs = "\n".join(f"--- {o}\n{self.components[o].tail()}" for o in owners)
-        raise ClusterError(f"timed out after {START_TIMEOUT:.0f} s waiting for {what}\n{logs}")
+        components = {o: self.components[o] for o in owners}
+        try:
+            wait_while_running(what, ready, components, START_TIMEOUT)
+        except ComponentExited as e:
+            raise ClusterError(str(e)) from None
 
     def _etcd(self) -> Component:
         data = self._etcd_data

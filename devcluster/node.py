@@ -36,7 +36,7 @@ from .cluster import binaries_dir as kube_binaries_dir
 from .cluster import missing_binaries as missing_kube_binaries
 from .netns import NetworkNamespace
 from .pki import kubeconfig
-from .process import Component
+from .process import Component, ComponentExited, wait_while_running
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD_SCRIPT = ROOT / "scripts" / "build-node.sh"
@@ -297,17 +297,11 @@ state = "{d / "state"}"
         c.start()
 
     def _wait(self, what: str, ready: Callable[[], bool], *owners: str) -> None:
-        deadline = time.monotonic() + START_TIMEOUT
-        while time.monotonic() < deadline:
-            if ready():
-                return
-            for owner in owners:
-                c = self.components[owner]
-                if not c.running():
-                    raise ClusterError(f"{owner} exited while waiting for {what}:\n{c.tail(40)}")
-            time.sleep(0.2)
-        logs = "\n".join(f"--- {o}\n{self.components[o].tail(40)}" for o in owners)
-        raise ClusterError(f"timed out after {START_TIMEOUT:.0f} s waiting for {what}\n{logs}")
+        components = {o: self.components[o] for o in owners}
+        try:
+            wait_while_running(what, ready, components, START_TIMEOUT, tail=40)
+        except ComponentExited as e:
+            raise ClusterError(str(e)) from None
 
     def ctr(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -649,16 +643,18 @@ def sweep_stale(parent: Path) -> list[Path]:
     """Remove what a node cluster left when its owner was killed before it could stop
     (SIGKILL, a lost session): below `parent`, each folder with an OWNER_FILE whose
     process is gone has its processes killed (those naming the folder in their argv,
-    shims included, and those in the node's cgroups), its mounts unmounted, its cgroups
-    and network namespace (with the pods' CNI namespaces) removed, and is deleted.
+    shims included), its mounts unmounted, its network namespace removed, and is deleted;
+    while no live node cluster remains, what remains in the node's cgroups is killed and
+    the cgroups and the pods' CNI namespaces are removed.
     Returns the folders swept."""
-    stale = []
+    stale, live = [], False
     for owner in sorted(parent.glob(f"*/{OWNER_FILE}")):
         try:
             info = json.loads(owner.read_text())
         except (OSError, ValueError):
             continue
         if _alive(int(info.get("pid", 0))):
+            live = True
             continue
         stale.append(owner.parent)
     if not stale:
@@ -674,15 +670,18 @@ def sweep_stale(parent: Path) -> list[Path]:
                 continue
             if marker in cmdline:
                 _kill(int(proc.name))
-    # The node's cgroups, pods' CNI namespaces and mounts, as RealNode.stop removes them.
-    leftover = RealNode.__new__(RealNode)
-    leftover.name = NODE_NAME
-    leftover._kill_leftovers_in_cgroups()
     for workdir in stale:
         RealNode._unmount_below(workdir)
-    leftover._cgroups_remove()
-    for netns in Path("/run/netns").glob("cni-*") if Path("/run/netns").is_dir() else []:
-        subprocess.run(["ip", "netns", "delete", netns.name], capture_output=True, check=False)
+    # The node's cgroups and the pods' CNI namespaces are named alike for every node
+    # cluster: removed only while no live one may own them.
+    if not live:
+        leftover = RealNode.__new__(RealNode)
+        leftover.name = NODE_NAME
+        leftover._kill_leftovers_in_cgroups()
+        leftover._cgroups_remove()
+        cni = Path("/run/netns")
+        for netns in cni.glob("cni-*") if cni.is_dir() else []:
+            subprocess.run(["ip", "netns", "delete", netns.name], capture_output=True, check=False)
     for workdir in stale:
         info = json.loads((workdir / OWNER_FILE).read_text())
         subprocess.run(["ip", "netns", "delete", info["netns"]], capture_output=True, check=False)

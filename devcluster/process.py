@@ -5,6 +5,8 @@ from __future__ import annotations
 import signal
 import socket
 import subprocess
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,3 +56,29 @@ class Component:
             return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
         except OSError:
             return ""
+
+
+def wait_while_running(
+    what: str,
+    ready: Callable[[], bool],
+    owners: Mapping[str, Component],
+    timeout: float,
+    tail: int = 30,
+) -> None:
+    """Poll `ready` until it holds; fail at once, with its log's tail, when one of
+    `owners` exits first, and with every owner's tail after `timeout` seconds. Raises
+    ComponentExited."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if ready():
+            return
+        for name, c in owners.items():
+            if not c.running():
+                raise ComponentExited(f"{name} exited while waiting for {what}:\n{c.tail(tail)}")
+        time.sleep(0.2)
+    logs = "\n".join(f"--- {name}\n{c.tail(tail)}" for name, c in owners.items())
+    raise ComponentExited(f"timed out after {timeout:.0f} s waiting for {what}\n{logs}")
+
+
+class ComponentExited(RuntimeError):
+    """A component exited, or never became ready, while something waited for it."""
