@@ -112,7 +112,10 @@ def test_the_runner_serves_and_records_each_argv_on_the_cpu_build(tmp_path: Path
     for name, r in results.items():
         if name in no_device:
             assert not r["health"], (name, r)
-            assert any("needs >= 1 devices" in ln for ln in r["log_lines"])
+            # The refusal is the server's last words: in log_tail even when log_lines (the
+            # first 80 matching lines) is full.
+            said = [*r["log_lines"], *r["log_tail"]]
+            assert any("needs >= 1 devices" in ln for ln in said), (name, r["log_tail"])
         elif r["expect"] == "serve":
             assert r["ok"] and r["completion"]["status"] == 200, (name, r)
     # row split: a CPU build ignores the split mode and serves, so the refusal's check fails
