@@ -125,6 +125,8 @@ class RealNode:
     name: str = NODE_NAME
     components: dict[str, Component] = field(default_factory=dict)
     _sysctls: dict[str, str] = field(default_factory=dict)
+    # The pods' network namespaces (CNI's, /run/netns/cni-*) there before this node.
+    _pod_netns_before: set[str] = field(default_factory=set)
 
     # -- paths ---------------------------------------------------------------------------
 
@@ -466,6 +468,7 @@ state = "{d / "state"}"
 
     def start(self) -> RealNode:
         self.dir.mkdir(parents=True, exist_ok=True)
+        self._pod_netns_before = _pod_netns()
         try:
             config = self._containerd_config()
             self._component("containerd", [str(self.bin / "containerd"), f"--config={config}"])
@@ -497,6 +500,9 @@ state = "{d / "state"}"
                 c.stop()
         self._kill_leftovers()
         self._unmount_below(self.dir)
+        # A sandbox removed while its pod was still stopping can leave CNI's namespace.
+        for name in _pod_netns() - self._pod_netns_before:
+            subprocess.run(["ip", "netns", "delete", name], capture_output=True, check=False)
         self._cgroups_remove()
         self._restore_sysctls()
 
@@ -627,6 +633,11 @@ def start_node_cluster(
         netns.delete()
         raise
     return NodeCluster(netns, cluster, node)
+
+
+def _pod_netns() -> set[str]:
+    run = Path("/run/netns")
+    return {p.name for p in run.glob("cni-*")} if run.is_dir() else set()
 
 
 def _alive(pid: int) -> bool:
