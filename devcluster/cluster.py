@@ -20,7 +20,6 @@ import json
 import os
 import shutil
 import ssl
-import subprocess
 import sys
 import tempfile
 import urllib.error
@@ -33,7 +32,7 @@ import yaml
 
 from .objects import object_path
 from .pki import Pki, kubeconfig
-from .process import Component, ComponentExited, free_port, wait_while_running
+from .process import Component, ComponentExited, free_port, script_path, wait_while_running
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD_SCRIPT = ROOT / "scripts" / "build-kube.sh"
@@ -75,10 +74,7 @@ class ClusterError(RuntimeError):
 
 def binaries_dir() -> Path:
     """Where scripts/build-kube.sh keeps (or would keep) the binaries of K8S_VERSION."""
-    out = subprocess.run(
-        ["bash", str(BUILD_SCRIPT), "--path"], capture_output=True, text=True, check=True
-    )
-    return Path(out.stdout.strip())
+    return script_path(BUILD_SCRIPT)
 
 
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")

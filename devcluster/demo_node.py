@@ -29,6 +29,7 @@ from .helm import Helm, webhook_values
 from .images import ImageBuildError, build_images
 from .node import RealNode, binaries_dir, images_dir, missing, start_node_cluster
 from .node_objects import GGUF, FileServer, local_cache_volume, sha256, single_gpu_example
+from .objects import ready
 from .tiny_gguf import write_tiny_gguf
 
 T = TypeVar("T")
@@ -53,11 +54,6 @@ def _wait(what: str, probe: Callable[[], T | None], timeout: float = 300) -> T:
         if time.monotonic() > deadline:
             raise TimeoutError(f"timed out waiting for {what}")
         time.sleep(1)
-
-
-def _ready(obj: dict[str, Any] | None) -> bool:
-    conditions = ((obj or {}).get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
 def _embedding(url: str, text: str) -> list[float] | None:
@@ -92,7 +88,7 @@ def run(cluster: KubeCluster, node: RealNode, workdir: Path) -> None:
 
         def served() -> dict[str, Any] | None:
             obj: dict[str, Any] = cluster.http("GET", path)
-            return obj if _ready(obj) else None
+            return obj if ready(obj) else None
 
         isvc = _wait("the InferenceService Ready", served)
         svc = cluster.http("GET", f"/api/v1/namespaces/{NAMESPACE}/services/{SERVICE}")

@@ -36,7 +36,7 @@ from .cluster import binaries_dir as kube_binaries_dir
 from .cluster import missing_binaries as missing_kube_binaries
 from .netns import NetworkNamespace
 from .pki import kubeconfig
-from .process import Component, ComponentExited, wait_while_running
+from .process import Component, ComponentExited, script_path, wait_while_running
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD_SCRIPT = ROOT / "scripts" / "build-node.sh"
@@ -83,10 +83,7 @@ BINARIES = (
 
 def binaries_dir() -> Path:
     """Where scripts/build-node.sh keeps (or would keep) the node's binaries."""
-    out = subprocess.run(
-        ["bash", str(BUILD_SCRIPT), "--path"], capture_output=True, text=True, check=True
-    )
-    return Path(out.stdout.strip())
+    return script_path(BUILD_SCRIPT)
 
 
 def images_dir() -> Path:

@@ -30,3 +30,9 @@ CLUSTER_SCOPED = frozenset(
         "PersistentVolume",
     }
 )
+
+
+def ready(obj: dict[str, Any] | None) -> bool:
+    """The object's Ready condition is True (a Pod, an InferenceService)."""
+    conditions = ((obj or {}).get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)

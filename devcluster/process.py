@@ -82,3 +82,12 @@ def wait_while_running(
 
 class ComponentExited(RuntimeError):
     """A component exited, or never became ready, while something waited for it."""
+
+
+def script_path(script: Path) -> Path:
+    """What a build script of scripts/ prints for `--path`: where it keeps (or would
+    keep) what it builds, without building."""
+    out = subprocess.run(
+        ["bash", str(script), "--path"], capture_output=True, text=True, check=True
+    )
+    return Path(out.stdout.strip())

@@ -22,13 +22,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import tempfile
 from pathlib import Path
 
 import devcluster.images.oci as oci
 import devcluster.images.rootfs as rootfs
 
+from ..process import script_path
 from .cache import HERE, ROOT, Built, _cached, _digest_of
 from .controller import controller_image
 from .rootfs import ImageBuildError
@@ -102,13 +102,7 @@ def _loader(dest: Path) -> Built:
 
 
 def llama_server_binary() -> Path:
-    out = subprocess.run(
-        ["bash", str(ROOT / "scripts/build-llama-server.sh"), "--path"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return Path(out.stdout.strip())
+    return script_path(ROOT / "scripts/build-llama-server.sh")
 
 
 def _llama_cpp(dest: Path) -> list[Built]:

@@ -25,6 +25,7 @@ import yaml
 import devcluster.images.oci as oci
 import devcluster.images.rootfs as rootfs
 
+from ..node import binaries_dir
 from .cache import ROOT, Built, _cached, _digest_of
 from .rootfs import ImageBuildError
 
@@ -53,16 +54,6 @@ def image_name() -> str:
     """The image the chart's Deployment names by default: the repository at appVersion."""
     chart = yaml.safe_load((ROOT / "charts/llmkube/Chart.yaml").read_text())
     return f"{REPOSITORY}:{chart['appVersion']}"
-
-
-def node_binaries() -> Path:
-    out = subprocess.run(
-        ["bash", str(ROOT / "scripts/build-node.sh"), "--path"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return Path(out.stdout.strip())
 
 
 def base_layout(dest: Path, python: Path) -> tuple[Path, str]:
@@ -153,7 +144,7 @@ class BuildKit:
 def controller_image(dest: Path, python: Path) -> Built:
     """The Dockerfile built into dest/controller.tar, named as the chart names it."""
     name = image_name()
-    bin_dir = node_binaries()
+    bin_dir = binaries_dir()
     for tool in ("buildkitd", "buildctl", "runc"):
         if not os.access(bin_dir / tool, os.X_OK):
             raise ImageBuildError(f"{bin_dir / tool} missing (make node-binaries builds it)")

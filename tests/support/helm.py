@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import time
 import urllib.error
-from typing import Any
 
 from devcluster import KubeCluster
 from devcluster.helm import NAMESPACE as NAMESPACE
@@ -13,6 +12,7 @@ from devcluster.helm import RELEASE as RELEASE
 from devcluster.helm import SELECTOR
 from devcluster.helm import Helm as Helm
 from devcluster.helm import webhook_values as webhook_values
+from devcluster.objects import ready
 from objtypes import Obj
 
 from .kube_cluster import ControllerLog
@@ -53,14 +53,9 @@ class PodController(ControllerLog):
         deadline = time.monotonic() + timeout
         while True:
             pods = self.pods()
-            ready = [p for p in pods if _ready(p)]
+            ready = [p for p in pods if ready(p)]
             if len(ready) == 1 and len(pods) == 1:
                 return ready[0]
             if time.monotonic() > deadline:
                 raise AssertionError(f"the controller pod never became Ready: {pods}")
             time.sleep(0.5)
-
-
-def _ready(pod: Obj) -> bool:
-    conditions: list[dict[str, Any]] = (pod.get("status") or {}).get("conditions") or []
-    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)

@@ -22,6 +22,7 @@ from devcluster.node_objects import FileServer as FileServer
 from devcluster.node_objects import local_cache_volume as local_cache_volume
 from devcluster.node_objects import sha256 as sha256
 from devcluster.node_objects import single_gpu_example as single_gpu_example
+from devcluster.objects import ready
 from objtypes import Obj
 
 from .cluster_objects import get, items, wait_for
@@ -47,13 +48,6 @@ def restricted_namespace(cluster: KubeCluster, hint: str) -> Iterator[str]:
 def pods(cluster: KubeCluster, namespace: str, selector: str = "") -> list[Obj]:
     query = f"?labelSelector={selector}" if selector else ""
     return items(cluster, f"/api/v1/namespaces/{namespace}/pods{query}")
-
-
-def ready(obj: Obj | None) -> bool:
-    for c in ((obj or {}).get("status") or {}).get("conditions") or []:
-        if c.get("type") == "Ready":
-            return bool(c.get("status") == "True")
-    return False
 
 
 def wait_ready_pods(cluster: KubeCluster, namespace: str, count: int) -> list[Obj]:
