@@ -53,9 +53,9 @@ class PodController(ControllerLog):
         deadline = time.monotonic() + timeout
         while True:
             pods = self.pods()
-            ready = [p for p in pods if ready(p)]
-            if len(ready) == 1 and len(pods) == 1:
-                return ready[0]
+            serving = [p for p in pods if ready(p)]
+            if len(serving) == 1 and len(pods) == 1:
+                return serving[0]
             if time.monotonic() > deadline:
                 raise AssertionError(f"the controller pod never became Ready: {pods}")
             time.sleep(0.5)
