@@ -167,6 +167,8 @@ def runtime_problems(
             Problem(INVALID_RUNTIME_CONFIG, m)
             for m in _llamacpp_split_problems(service, model, rt, gpus)
         ]
+    if runtime == "sglang":
+        problems += [Problem(INVALID_RUNTIME_CONFIG, m) for m in _sglang_problems(service, rt)]
     wanted, how = parallelism(runtime, rt, service.multi_node is not None)
     extra = user_args(runtime, normalize_user_args(runtime, service.extra_args))
     if runtime == "llamacpp" and model.gpu.layer_split and "--tensor-split" not in extra:
@@ -197,6 +199,34 @@ def _platform_problems(service: InferenceServiceSpec, model: ModelSpec) -> list[
             f"{quantization.value!r} quantization (it supports {', '.join(supported)})",
         )
     ]
+
+
+def _where(runtime: str, service: InferenceServiceSpec, option: str, field: str | None) -> str:
+    """Where an option's value comes from: the user's extraArgs win over the typed field."""
+    extra = user_args(runtime, normalize_user_args(runtime, service.extra_args))
+    if extra.value(option) is not None or field is None:
+        return f"spec.extraArgs ({option})"
+    return f"spec.{field} ({option})"
+
+
+def _sglang_problems(service: InferenceServiceSpec, rt: RuntimeCommand) -> list[str]:
+    """Relations SGLang 0.5.23 asserts at start (python/sglang/srt/server_args.py)."""
+    opts = user_args("sglang", tuple(rt.args))
+    tp = int_value(opts.value("--tp-size")) or 1
+    dp = int_value(opts.value("--dp-size")) or 1
+    problems = []
+    # ServerArgs.handle_data_parallelism (via __post_init__): dp attention splits the
+    # tensor-parallel group into dp_size attention groups, `assert tp_size % dp_size == 0`.
+    if "--enable-dp-attention" in rt.args and tp % dp:
+        fit = dp * -(-tp // dp)  # the next tensor-parallel size dp divides
+        where = _where("sglang", service, "--dp-size", "sglangConfig.dataParallelSize")
+        problems.append(
+            f"{where}: --enable-dp-attention with --dp-size {dp} needs the tensor-parallel "
+            f"size to be a multiple of {dp}, and it is {tp}: SGLang 0.5.23 asserts "
+            "tp_size % dp_size == 0 at start and exits. Serve it with "
+            f"{fit} GPUs per pod (tensor parallel {fit}), or a --dp-size that divides {tp}"
+        )
+    return problems
 
 
 # llama.cpp images whose backend exports a split buffer type (b10068: SYCL only), which
