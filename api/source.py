@@ -64,9 +64,14 @@ def text_problem(value: str) -> str | None:
 
 def explain_source(value: str) -> str:
     """Why a value misses SOURCE_PATTERN, in words."""
-    return text_problem(value) or (
-        "is not a model source: an http(s)://, hf://, pvc://, s3:// or file:// URL, an "
-        "absolute path or an org/repo id, in printable ASCII (percent-encode the rest)"
+    bare = "://" not in value and not value.startswith("/")
+    return (
+        text_problem(value)
+        or (bare and _bare_file_problem(value))
+        or (
+            "is not a model source: an http(s)://, hf://, pvc://, s3:// or file:// URL, an "
+            "absolute path or an org/repo id, in printable ASCII (percent-encode the rest)"
+        )
     )
 
 

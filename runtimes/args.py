@@ -380,7 +380,7 @@ def runtime_arg_errors(service: InferenceServiceSpec) -> list[str]:
 
 
 def _llamacpp_host(service: InferenceServiceSpec) -> list[str]:
-    """llama-server b10068 (tools/server/server.cpp, server_http_context::init) binds a
+    """llama-server b10068 (tools/server/server-http.cpp, server_http_context::start) binds a
     --host that ends in '.sock' as a UNIX socket and opens no TCP port: the probes and
     the Service would never reach it. The last --host is the one the parser keeps."""
     hosts = [a for a in extra_options("llamacpp", service.extra_args) if a.name == "--host"]

@@ -18,6 +18,7 @@ from runtimes.command import MODE_FLAGS, RuntimeCommand, runtime_command
 from runtimes.flags import int_value, normalize_user_args, user_args
 from runtimes.gpu import sized_devices, uses_gpu
 from runtimes.images import image_for, missing_image_message, variant
+from runtimes.options import resolve
 from runtimes.pod_checks import MountedPath, pod_field_problems, unmounted_model_paths
 from runtimes.values import VLLM_PLATFORM_QUANTIZATION, VLLM_VERSION
 
@@ -210,23 +211,59 @@ def _where(runtime: str, service: InferenceServiceSpec, option: str, field: str 
 
 
 def _sglang_problems(service: InferenceServiceSpec, rt: RuntimeCommand) -> list[str]:
-    """Relations SGLang 0.5.23 asserts at start (python/sglang/srt/server_args.py)."""
+    """Relations SGLang 0.5.23 asserts while it resolves its arguments, before it loads
+    anything (python/sglang/srt/arg_groups/parallel_hook.py, run by pipeline.py)."""
     opts = user_args("sglang", tuple(rt.args))
     tp = int_value(opts.value("--tp-size")) or 1
-    dp = int_value(opts.value("--dp-size")) or 1
     problems = []
-    # ServerArgs.handle_data_parallelism (via __post_init__): dp attention splits the
-    # tensor-parallel group into dp_size attention groups, `assert tp_size % dp_size == 0`.
-    if "--enable-dp-attention" in rt.args and tp % dp:
-        fit = dp * -(-tp // dp)  # the next tensor-parallel size dp divides
-        where = _where("sglang", service, "--dp-size", "sglangConfig.dataParallelSize")
+    # handle_deprecated_dp_attention turns `--enable-dp-attention --dp-size N` into
+    # --attn-dp-size N (where --attn-dp-size is 1); handle_data_parallelism then asserts
+    # `tp_size % attn_dp_size == 0`: each attention group takes an equal share of the TP ranks.
+    attn_dp, option = int_value(_last_value("--attn-dp-size", rt)) or 1, "--attn-dp-size"
+    if attn_dp == 1 and "--enable-dp-attention" in rt.args:
+        attn_dp, option = int_value(opts.value("--dp-size")) or 1, "--dp-size"
+    if attn_dp > 1 and tp % attn_dp:
+        field = "sglangConfig.dataParallelSize" if option == "--dp-size" else None
         problems.append(
-            f"{where}: --enable-dp-attention with --dp-size {dp} needs the tensor-parallel "
-            f"size to be a multiple of {dp}, and it is {tp}: SGLang 0.5.23 asserts "
-            "tp_size % dp_size == 0 at start and exits. Serve it with "
-            f"{fit} GPUs per pod (tensor parallel {fit}), or a --dp-size that divides {tp}"
+            _not_a_multiple(
+                _where("sglang", service, option, field),
+                f"attention data parallelism ({option} {attn_dp}"
+                + (" with --enable-dp-attention)" if option == "--dp-size" else ")"),
+                attn_dp,
+                tp,
+                "handle_data_parallelism asserts tp_size % attn_dp_size == 0",
+            )
+        )
+    # handle_context_parallelism: `--moe-dp-size` > 1 asserts tp_size % moe_dp_size == 0.
+    moe_dp = int_value(_last_value("--moe-dp-size", rt)) or 1
+    if moe_dp > 1 and tp % moe_dp:
+        problems.append(
+            _not_a_multiple(
+                _where("sglang", service, "--moe-dp-size", None),
+                f"MoE data parallelism (--moe-dp-size {moe_dp})",
+                moe_dp,
+                tp,
+                "handle_context_parallelism asserts tp_size % moe_dp_size == 0",
+            )
         )
     return problems
+
+
+def _last_value(option: str, rt: RuntimeCommand) -> str | None:
+    """The value SGLang's parser keeps for an option we do not write (the last one)."""
+    values = [o.value for o in resolve("sglang", tuple(rt.args)) if o.option == option]
+    return values[-1] if values else None
+
+
+def _not_a_multiple(where: str, what: str, size: int, tp: int, assertion: str) -> str:
+    fit = size * -(-tp // size)  # the next tensor-parallel size that size divides
+    divisors = [d for d in range(1, tp + 1) if tp % d == 0]
+    return (
+        f"{where}: {what} needs the tensor-parallel size (the pod's GPUs, --tp-size) to be "
+        f"a multiple of {size}, and it is {tp}: SGLang 0.5.23 {assertion} at start and "
+        f"exits. Serve it with {fit} GPUs per pod (tensor parallel {fit}), or a size "
+        f"that divides {tp} ({', '.join(map(str, divisors))})"
+    )
 
 
 # llama.cpp images whose backend exports a split buffer type (b10068: SYCL only), which

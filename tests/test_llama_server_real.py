@@ -546,3 +546,46 @@ def test_the_rope_scaling_types_served_are_the_pinned_releases(llama_server: Pat
     assert line, help_text[:2000]
     assert tuple(line[1].split(",")) == LLAMACPP_ROPE_TYPES
     assert set(ROPE_TYPES) - set(LLAMACPP_ROPE_TYPES) == {"longrope"}
+
+
+def _unix_health(path: Path) -> bool:
+    """Whether llama-server answers GET /health with 200 on the UNIX socket at path."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(5)
+        try:
+            s.connect(str(path))
+            s.sendall(b"GET /health HTTP/1.0\r\nHost: localhost\r\n\r\n")
+            return s.recv(64).startswith(b"HTTP/1.1 200")
+        except OSError:
+            return False
+
+
+def test_a_host_ending_in_sock_opens_no_tcp_port_under_the_real_llama_server(
+    llama_server: Path, tiny_gguf: Path, tmp_path: Path
+) -> None:
+    """The pod argv of `extraArgs: [--host, <path>.sock]`, which we refuse: b10068 serves
+    on that UNIX socket and never opens the container port the probes and Service use."""
+    sock = tmp_path / "llama.sock"
+    service = parse_inference_service({"modelRef": "tiny", "extraArgs": ["--host", str(sock)]})
+    model = parse_model(CPU_GGUF)
+    refused = runtime_problems(service, model, "/models/tiny.gguf")
+    assert any("UNIX socket" in p.message for p in refused), refused
+    args = pod_spec(ISVC, service, model, "tiny")["containers"][0]["args"]
+    port = _free_port()
+    argv = for_this_machine(args, tiny_gguf, port)
+    # for_this_machine binds every --host to loopback; the last one is the user's again.
+    last = len(argv) - 1 - argv[::-1].index("--host")
+    argv[last + 1] = str(sock)
+    server = _start(llama_server, argv, port)
+    try:
+        deadline = time.monotonic() + START_DEADLINE
+        while not _unix_health(sock):
+            assert server.proc.poll() is None, server.log()[-4000:]
+            assert time.monotonic() < deadline, server.log()[-4000:]
+            time.sleep(0.2)
+        # Serving, and the container port is closed: the probes would fail forever.
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", port), timeout=5).close()
+    finally:
+        log = server.log()
+    assert f"unix://{sock}" in log, log[-4000:]

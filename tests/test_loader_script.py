@@ -26,7 +26,12 @@ from typing import Any
 import pytest
 
 from api import ModelSpec, parse_model
+from app.manifests import apply_text
+from controller.resources import DEPLOYMENT
 from reconcilers.sources.loader import SCRIPT, Store, loader_for
+
+from .conftest import eventually
+from .dra_cluster import dra_cluster
 
 BODY = b"GGUF" + bytes(range(256)) * 1024  # 256 KiB: more than curl buffers
 HOLD = 100_000  # a held response sends this much, and curl writes some of it
@@ -49,6 +54,7 @@ class Origin:
         self.linked: dict[str, str] = {}  # a redirect's X-Linked-Etag, as the hub sends
         self.etag = '"v1"'
         self.gets: list[tuple[str, str | None]] = []  # (path, Range)
+        self.auth: list[tuple[str, str | None]] = []  # (path, Authorization)
         self.puts: list[tuple[str, bytes]] = []
         self.cut: int | None = None  # stop a response after this many bytes
         self.hold: int | None = None
@@ -73,6 +79,7 @@ class Origin:
 
             def do_GET(self) -> None:
                 origin.gets.append((self.path, self.headers.get("Range")))
+                origin.auth.append((self.path, self.headers.get("Authorization")))
                 if self.path in origin.redirects:
                     self.send_response(302)
                     self.send_header("Location", origin.redirects[self.path])
@@ -552,13 +559,11 @@ def test_4_a_cached_file_without_sha256_reports_its_own_digest(
     assert msg["sha256"] == EVIL_SUM and msg["size"] == str(len(EVIL))
 
 
-@pytest.fixture
-def tls_origin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Origin, str, str]]:
-    """An https origin with a self-signed certificate for 127.0.0.1, and its CA file."""
+def _tls(where: Path) -> tuple[ssl.SSLContext, str]:
+    """A server context with a self-signed certificate for 127.0.0.1, and its CA file."""
     openssl = shutil.which("openssl")
     if not openssl:
         pytest.skip("openssl is not installed")
-    where = tmp_path_factory.mktemp("tls")
     cert, key = where / "cert.pem", where / "key.pem"
     subprocess.run(
         [
@@ -571,9 +576,16 @@ def tls_origin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Origi
     )
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(cert, key)
+    return context, str(cert)
+
+
+@pytest.fixture
+def tls_origin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Origin, str, str]]:
+    """An https origin with a self-signed certificate for 127.0.0.1, and its CA file."""
+    context, ca = _tls(tmp_path_factory.mktemp("tls"))
     o = Origin()
     for url in _serve(o, context):
-        yield o, url, str(cert)
+        yield o, url, ca
 
 
 def test_4_a_redirect_from_https_to_http_is_not_followed(
@@ -764,3 +776,79 @@ def test_the_report_fits_the_termination_message_and_counts_the_rest(
     assert len(msg["downloaded"]) + msg.get("downloadedOmitted", 0) == 80
     # What it lists is what it staged, in order.
     assert [f["name"] for f in msg["files"]] == [name for _, name in entries][: len(msg["files"])]
+
+
+# -- --hf-endpoint: a local https hub, the controller's own loader --------------------
+
+
+def _pod_env(container: dict[str, Any], secrets: dict[tuple[str, str], str]) -> dict[str, str]:
+    """The env the kubelet gives the container: values, and secretKeyRefs from `secrets`."""
+    env = {}
+    for e in container["env"]:
+        if "value" in e:
+            env[e["name"]] = e["value"]
+        ref = (e.get("valueFrom") or {}).get("secretKeyRef")
+        if ref and (ref["name"], ref["key"]) in secrets:
+            env[e["name"]] = secrets[ref["name"], ref["key"]]
+    return env
+
+
+@pytest.mark.server
+async def test_a_hub_download_from_the_configured_endpoint_is_checked_and_keeps_the_token(
+    tmp_path: Path,
+) -> None:
+    """The controller runs with --hf-endpoint at a local https hub (a stand-in for
+    huggingface.co: it answers `resolve` with a 302 to its CDN and X-Linked-Etag, as the
+    hub does for LFS files). The loader the controller puts in the pod downloads from
+    it, sends HF_TOKEN to it alone (not to the CDN, another host), checks the file
+    against the hub's digest, and refuses a CDN that serves other bytes."""
+    context, ca = _tls(tmp_path)
+    hub, cdn = Origin(), Origin()
+    for hub_url in _serve(hub, context):
+        for cdn_url in _serve(cdn, context):
+            hub.redirects["/org/repo/resolve/main/m.gguf"] = f"{cdn_url}/lfs/m.gguf"
+            hub.linked["/org/repo/resolve/main/m.gguf"] = f'"{SUM}"'
+            cdn.files["/lfs/m.gguf"] = BODY
+            async with dra_cluster(gpus=0, plugin=0, hf_endpoint=hub_url) as (kube, _, _s):
+                await apply_text(
+                    kube,
+                    """
+apiVersion: inference.llmkube.dev/v1alpha1
+kind: Model
+metadata: {name: m}
+spec:
+  source: hf://org/repo/m.gguf
+  sourceSecretRef: {name: hf}
+---
+apiVersion: inference.llmkube.dev/v1alpha1
+kind: InferenceService
+metadata: {name: s}
+spec: {modelRef: m, runtime: llamacpp}
+""",
+                )
+
+                async def loader() -> dict[str, Any] | None:
+                    dep = await kube.get(DEPLOYMENT, "default", "s")
+                    pod = dep["spec"]["template"]["spec"] if dep else {}
+                    found = [
+                        c for c in pod.get("initContainers") or [] if c["name"] == "model-loader"
+                    ]
+                    return found[0] if found else None
+
+                container = await eventually(loader, what="the Deployment's loader")
+            env = _pod_env(container, {("hf", "HF_TOKEN"): "hf_secret"})
+            env["CURL_CA_BUNDLE"] = ca
+            rc, msg, out = run(tmp_path, env)
+            assert rc == 0, out
+            assert msg["files"] == [
+                {"name": "m.gguf", "size": len(BODY), "sha256": SUM, "digestSource": "hub"}
+            ]
+            assert hub.auth == [("/org/repo/resolve/main/m.gguf", "Bearer hf_secret")]
+            assert cdn.auth == [("/lfs/m.gguf", None)]
+            # The CDN serves other bytes than the hub published: nothing is staged.
+            cdn.files["/lfs/m.gguf"] = EVIL
+            (tmp_path / "models/m.gguf").unlink()
+            rc, msg, out = run(tmp_path, env, pod="pod-b")
+            assert rc == 1 and msg["error"] == "Sha256Mismatch", out
+            assert msg["expectedFrom"] == "hub" and msg["actual"] == EVIL_SUM
+            assert not (tmp_path / "models/m.gguf").exists()
