@@ -2,7 +2,10 @@
 would (reconcilers/sources/loader.py), from the env it was given, against a simulated volume.
 
 A "download" of URL u yields the bytes `simulated_body(u)`, so a test knows the sha256 a
-loader will report. Files written into a PVC stay there for every later pod that mounts
+loader will report. Each file's pin (LOADER_SHA256_<i>) is checked; the report lists every
+file with its digest source: `spec` when pinned, else `hub` for hub sources (LOADER_HUB:
+the simulated hub vouches for every file, as the real one does for LFS files) or
+`computed`. Files written into a PVC stay there for every later pod that mounts
 it (the cache); an emptyDir lives as long as its pod. The result is the loader's
 termination message and exit code, reported as the kubelet does: an init container
 `terminated` (Completed), or, on failure, `waiting` CrashLoopBackOff with the failed run in

@@ -2,9 +2,10 @@
 
 Every loader (the init container of a serving pod, or the prefetch Job's container)
 writes a JSON termination message (reconcilers/sources/loader.py). The Model's status follows
-the pods labelled with the Model: Ready once a loader reported the files of the current
-cacheKey (and, with spec.sha256, that digest), Failed when one reported a mismatch or a
-failed download, Downloading while one runs, Pending before any ran.
+the pods labelled with the Model: Ready once a loader given the current pins (spec.sha256,
+spec.fileDigests) reported the files of the current cacheKey, with each file's digest and
+its source in status.files; Failed when one reported a mismatch or a failed download,
+Downloading while one runs, Pending before any ran.
 """
 
 from __future__ import annotations
