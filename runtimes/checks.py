@@ -9,6 +9,7 @@ too; here also vLLM's per-platform quantization), no image for the accelerator.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -170,6 +171,10 @@ def runtime_problems(
         ]
     if runtime == "sglang":
         problems += [Problem(INVALID_RUNTIME_CONFIG, m) for m in _sglang_problems(service, rt)]
+    if runtime == "llamacpp":
+        problems += [
+            Problem(INVALID_RUNTIME_CONFIG, m) for m in _llamacpp_env_problems(service, rt)
+        ]
     wanted, how = parallelism(runtime, rt, service.multi_node is not None)
     extra = user_args(runtime, normalize_user_args(runtime, service.extra_args))
     if runtime == "llamacpp" and model.gpu.layer_split and "--tensor-split" not in extra:
@@ -247,6 +252,45 @@ def _sglang_problems(service: InferenceServiceSpec, rt: RuntimeCommand) -> list[
             )
         )
     return problems
+
+
+# std::stoi's view of a port: leading space, a sign, then digits (the rest is ignored).
+_STOI = re.compile(r"^[ \t\n\v\f\r]*[+-]?\d+")
+
+
+def _llamacpp_env_problems(service: InferenceServiceSpec, rt: RuntimeCommand) -> list[str]:
+    """llama-server b10068's Vertex AI compatibility (tools/server/server-http.cpp,
+    gcp_params and server_http_context::init) reads the container's env at start:
+    AIP_HTTP_PORT goes through std::stoi whatever the mode (a value with no leading
+    number throws and the server exits), and AIP_MODE=PREDICTION makes it listen on
+    AIP_HTTP_PORT (default 8080) instead of --port."""
+    # The last entry of a name wins, as the kubelet does; a valueFrom is unknown here.
+    env = {e.get("name"): e.get("value") if "valueFrom" not in e else None for e in service.pod.env}
+    where = {e.get("name"): i for i, e in enumerate(service.pod.env)}
+    problems = []
+    aip_port = env.get("AIP_HTTP_PORT")
+    match = _STOI.match(aip_port) if isinstance(aip_port, str) and aip_port else None
+    if isinstance(aip_port, str) and aip_port and (match is None or not _is_int32(match[0])):
+        problems.append(
+            f"spec.env[{where['AIP_HTTP_PORT']}]: AIP_HTTP_PORT={aip_port!r} is read by "
+            "llama-server b10068 at start with std::stoi, which throws on it (not a 32-bit "
+            "number) and the server exits: give a port number, or drop it"
+        )
+    elif env.get("AIP_MODE") == "PREDICTION":
+        listens = str(int(match[0])) if match else "8080"
+        port = user_args("llamacpp", tuple(rt.args)).value("--port")
+        if port is not None and listens != port:
+            problems.append(
+                f"spec.env[{where['AIP_MODE']}]: AIP_MODE=PREDICTION makes llama-server b10068 "
+                f"listen on AIP_HTTP_PORT ({listens}) instead of --port {port} (its Vertex AI "
+                "mode): the container port, probes and Service would miss it. Set "
+                f"AIP_HTTP_PORT to {port}, or drop AIP_MODE"
+            )
+    return problems
+
+
+def _is_int32(text: str) -> bool:
+    return -(2**31) <= int(text) < 2**31
 
 
 def _last_value(option: str, rt: RuntimeCommand) -> str | None:

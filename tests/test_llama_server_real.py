@@ -589,3 +589,52 @@ def test_a_host_ending_in_sock_opens_no_tcp_port_under_the_real_llama_server(
     finally:
         log = server.log()
     assert f"unix://{sock}" in log, log[-4000:]
+
+
+def _start_with_env(binary: Path, argv: list[str], port: int, env: dict[str, str]) -> Server:
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("LLAMA_ARG_", "AIP_"))}
+    proc = subprocess.Popen(
+        [str(binary), *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        errors="replace",
+        env={**base, **env},
+    )
+    return Server(proc, port, argv)
+
+
+def test_vertex_env_moves_or_breaks_the_port_under_the_real_llama_server(
+    llama_server: Path, tiny_gguf: Path
+) -> None:
+    """What we refuse in spec.env: AIP_MODE=PREDICTION serves on AIP_HTTP_PORT, not on the
+    --port the probes use; an AIP_HTTP_PORT std::stoi cannot read ends the server."""
+    model = parse_model(CPU_GGUF)
+    port, aip = _free_port(), _free_port()
+    env = [
+        {"name": "AIP_MODE", "value": "PREDICTION"},
+        {"name": "AIP_HTTP_PORT", "value": str(aip)},
+    ]
+    service = parse_inference_service({"modelRef": "tiny", "env": env})
+    assert any("AIP_MODE=PREDICTION" in p.message for p in runtime_problems(service, model, "/m"))
+    args = pod_spec(ISVC, service, model, "tiny")["containers"][0]["args"]
+    moved = _start_with_env(
+        llama_server,
+        for_this_machine(args, tiny_gguf, port),
+        aip,
+        {"AIP_MODE": "PREDICTION", "AIP_HTTP_PORT": str(aip)},
+    )
+    try:
+        assert _wait_healthy(moved), moved.log()[-4000:]  # /health on AIP_HTTP_PORT
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", port), timeout=5).close()
+    finally:
+        log = moved.log()
+    assert f"overriding server port {port} with AIP_HTTP_PORT {aip}" in log, log[-4000:]
+    broken = _start_with_env(
+        llama_server, for_this_machine(args, tiny_gguf, port), port, {"AIP_HTTP_PORT": "http"}
+    )
+    assert not _wait_healthy(broken)
+    exited = broken.proc.poll()
+    assert exited is not None and exited != 0, broken.log()[-4000:]
+    broken.log()

@@ -416,3 +416,45 @@ def test_a_report_from_a_loader_without_the_current_pins_is_not_ready() -> None:
     report = {"path": "/models/m-1.gguf", "sha256": A, "stagedFiles": ["m-1.gguf", "m-2.gguf"]}
     assert delivery(pinned, [loader_pod(old, report)]).phase == "Pending"
     assert delivery(pinned, [loader_pod(pinned, report)]).phase == "Ready"
+
+
+# -- 1. llama.cpp's Vertex AI env (the real binary: test_llama_server_real.py) -----------
+
+
+@pytest.mark.parametrize(
+    ("env", "says"),
+    [
+        (
+            [{"name": "AIP_MODE", "value": "PREDICTION"}],
+            "spec.env[0]: AIP_MODE=PREDICTION makes llama-server b10068 listen on AIP_HTTP_PORT "
+            "(8080) instead of --port 9090",
+        ),
+        (
+            [
+                {"name": "AIP_HTTP_PORT", "value": "8081"},
+                {"name": "AIP_MODE", "value": "PREDICTION"},
+            ],
+            "spec.env[1]: AIP_MODE=PREDICTION makes llama-server b10068 listen on "
+            "AIP_HTTP_PORT (8081)",
+        ),
+        ([{"name": "AIP_HTTP_PORT", "value": "http"}], "spec.env[0]: AIP_HTTP_PORT='http'"),
+        ([{"name": "AIP_HTTP_PORT", "value": "99999999999"}], "not a 32-bit number"),
+    ],
+)
+def test_llamacpp_vertex_env_that_moves_or_breaks_the_port_is_refused(
+    env: list[dict[str, str]], says: str
+) -> None:
+    message = refusals(parse_model(CPU_GGUF), "llamacpp", env=env, containerPort=9090)
+    assert says in message, message
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        [{"name": "AIP_MODE", "value": "PREDICTION"}, {"name": "AIP_HTTP_PORT", "value": "9090"}],
+        [{"name": "AIP_HTTP_PORT", "value": "8081"}],  # read, but not used outside the mode
+        [{"name": "AIP_MODE", "value": "other"}],
+    ],
+)
+def test_llamacpp_vertex_env_on_the_container_port_is_served(env: list[dict[str, str]]) -> None:
+    assert refusals(parse_model(CPU_GGUF), "llamacpp", env=env, containerPort=9090) == ""
