@@ -9,7 +9,6 @@ too; here also vLLM's per-platform quantization), no image for the accelerator.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -19,8 +18,8 @@ from runtimes.command import MODE_FLAGS, RuntimeCommand, runtime_command
 from runtimes.flags import int_value, normalize_user_args, user_args
 from runtimes.gpu import sized_devices, uses_gpu
 from runtimes.images import image_for, missing_image_message, variant
-from runtimes.options import resolve
 from runtimes.pod_checks import MountedPath, pod_field_problems, unmounted_model_paths
+from runtimes.startup import llamacpp_env_problems, sglang_problems
 from runtimes.values import VLLM_PLATFORM_QUANTIZATION, VLLM_VERSION
 
 PARALLELISM_EXCEEDS_GPUS = "ParallelismExceedsGPUs"
@@ -170,11 +169,9 @@ def runtime_problems(
             for m in _llamacpp_split_problems(service, model, rt, gpus)
         ]
     if runtime == "sglang":
-        problems += [Problem(INVALID_RUNTIME_CONFIG, m) for m in _sglang_problems(service, rt)]
+        problems += [Problem(INVALID_RUNTIME_CONFIG, m) for m in sglang_problems(service, rt)]
     if runtime == "llamacpp":
-        problems += [
-            Problem(INVALID_RUNTIME_CONFIG, m) for m in _llamacpp_env_problems(service, rt)
-        ]
+        problems += [Problem(INVALID_RUNTIME_CONFIG, m) for m in llamacpp_env_problems(service, rt)]
     wanted, how = parallelism(runtime, rt, service.multi_node is not None)
     extra = user_args(runtime, normalize_user_args(runtime, service.extra_args))
     if runtime == "llamacpp" and model.gpu.layer_split and "--tensor-split" not in extra:
@@ -205,109 +202,6 @@ def _platform_problems(service: InferenceServiceSpec, model: ModelSpec) -> list[
             f"{quantization.value!r} quantization (it supports {', '.join(supported)})",
         )
     ]
-
-
-def _where(runtime: str, service: InferenceServiceSpec, option: str, field: str | None) -> str:
-    """Where an option's value comes from: the user's extraArgs win over the typed field."""
-    extra = user_args(runtime, normalize_user_args(runtime, service.extra_args))
-    if extra.value(option) is not None or field is None:
-        return f"spec.extraArgs ({option})"
-    return f"spec.{field} ({option})"
-
-
-def _sglang_problems(service: InferenceServiceSpec, rt: RuntimeCommand) -> list[str]:
-    """Relations SGLang 0.5.23 asserts while it resolves its arguments, before it loads
-    anything (python/sglang/srt/arg_groups/parallel_hook.py, run by pipeline.py)."""
-    opts = user_args("sglang", tuple(rt.args))
-    tp = int_value(opts.value("--tp-size")) or 1
-    problems = []
-    # handle_deprecated_dp_attention turns `--enable-dp-attention --dp-size N` into
-    # --attn-dp-size N (where --attn-dp-size is 1); handle_data_parallelism then asserts
-    # `tp_size % attn_dp_size == 0`: each attention group takes an equal share of the TP ranks.
-    attn_dp, option = int_value(_last_value("--attn-dp-size", rt)) or 1, "--attn-dp-size"
-    if attn_dp == 1 and "--enable-dp-attention" in rt.args:
-        attn_dp, option = int_value(opts.value("--dp-size")) or 1, "--dp-size"
-    if attn_dp > 1 and tp % attn_dp:
-        field = "sglangConfig.dataParallelSize" if option == "--dp-size" else None
-        problems.append(
-            _not_a_multiple(
-                _where("sglang", service, option, field),
-                f"attention data parallelism ({option} {attn_dp}"
-                + (" with --enable-dp-attention)" if option == "--dp-size" else ")"),
-                attn_dp,
-                tp,
-                "handle_data_parallelism asserts tp_size % attn_dp_size == 0",
-            )
-        )
-    # handle_context_parallelism: `--moe-dp-size` > 1 asserts tp_size % moe_dp_size == 0.
-    moe_dp = int_value(_last_value("--moe-dp-size", rt)) or 1
-    if moe_dp > 1 and tp % moe_dp:
-        problems.append(
-            _not_a_multiple(
-                _where("sglang", service, "--moe-dp-size", None),
-                f"MoE data parallelism (--moe-dp-size {moe_dp})",
-                moe_dp,
-                tp,
-                "handle_context_parallelism asserts tp_size % moe_dp_size == 0",
-            )
-        )
-    return problems
-
-
-# std::stoi's view of a port: leading space, a sign, then digits (the rest is ignored).
-_STOI = re.compile(r"^[ \t\n\v\f\r]*[+-]?\d+")
-
-
-def _llamacpp_env_problems(service: InferenceServiceSpec, rt: RuntimeCommand) -> list[str]:
-    """llama-server b10068's Vertex AI compatibility (tools/server/server-http.cpp,
-    gcp_params and server_http_context::init) reads the container's env at start:
-    AIP_HTTP_PORT goes through std::stoi whatever the mode (a value with no leading
-    number throws and the server exits), and AIP_MODE=PREDICTION makes it listen on
-    AIP_HTTP_PORT (default 8080) instead of --port."""
-    # The last entry of a name wins, as the kubelet does; a valueFrom is unknown here.
-    env = {e.get("name"): e.get("value") if "valueFrom" not in e else None for e in service.pod.env}
-    where = {e.get("name"): i for i, e in enumerate(service.pod.env)}
-    problems = []
-    aip_port = env.get("AIP_HTTP_PORT")
-    match = _STOI.match(aip_port) if isinstance(aip_port, str) and aip_port else None
-    if isinstance(aip_port, str) and aip_port and (match is None or not _is_int32(match[0])):
-        problems.append(
-            f"spec.env[{where['AIP_HTTP_PORT']}]: AIP_HTTP_PORT={aip_port!r} is read by "
-            "llama-server b10068 at start with std::stoi, which throws on it (not a 32-bit "
-            "number) and the server exits: give a port number, or drop it"
-        )
-    elif env.get("AIP_MODE") == "PREDICTION":
-        listens = str(int(match[0])) if match else "8080"
-        port = user_args("llamacpp", tuple(rt.args)).value("--port")
-        if port is not None and listens != port:
-            problems.append(
-                f"spec.env[{where['AIP_MODE']}]: AIP_MODE=PREDICTION makes llama-server b10068 "
-                f"listen on AIP_HTTP_PORT ({listens}) instead of --port {port} (its Vertex AI "
-                "mode): the container port, probes and Service would miss it. Set "
-                f"AIP_HTTP_PORT to {port}, or drop AIP_MODE"
-            )
-    return problems
-
-
-def _is_int32(text: str) -> bool:
-    return -(2**31) <= int(text) < 2**31
-
-
-def _last_value(option: str, rt: RuntimeCommand) -> str | None:
-    """The value SGLang's parser keeps for an option we do not write (the last one)."""
-    values = [o.value for o in resolve("sglang", tuple(rt.args)) if o.option == option]
-    return values[-1] if values else None
-
-
-def _not_a_multiple(where: str, what: str, size: int, tp: int, assertion: str) -> str:
-    fit = size * -(-tp // size)  # the next tensor-parallel size that size divides
-    divisors = [d for d in range(1, tp + 1) if tp % d == 0]
-    return (
-        f"{where}: {what} needs the tensor-parallel size (the pod's GPUs, --tp-size) to be "
-        f"a multiple of {size}, and it is {tp}: SGLang 0.5.23 {assertion} at start and "
-        f"exits. Serve it with {fit} GPUs per pod (tensor parallel {fit}), or a size "
-        f"that divides {tp} ({', '.join(map(str, divisors))})"
-    )
 
 
 # llama.cpp images whose backend exports a split buffer type (b10068: SYCL only), which

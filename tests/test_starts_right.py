@@ -458,3 +458,31 @@ def test_llamacpp_vertex_env_that_moves_or_breaks_the_port_is_refused(
 )
 def test_llamacpp_vertex_env_on_the_container_port_is_served(env: list[dict[str, str]]) -> None:
     assert refusals(parse_model(CPU_GGUF), "llamacpp", env=env, containerPort=9090) == ""
+
+
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [
+        (["--enable-prefill-cp"], "--enable-prefill-cp needs --cp-strategy"),
+        (["--dcp-size", "0"], "spec.extraArgs (--dcp-size): '0' is below 1"),
+        (
+            ["--dcp-size", "2", "--enable-prefill-cp", "--cp-strategy", "zigzag"],
+            "--dcp-size 2 with --enable-prefill-cp",
+        ),
+    ],
+)
+def test_sglang_context_parallel_options_it_raises_on_are_refused(
+    extra: list[str], says: str
+) -> None:
+    """parallel_hook.py handle_context_parallelism ("--cp-strategy must be set when
+    --enable-prefill-cp is enabled") and handle_decode_context_parallelism (dcp_size < 1;
+    dcp_size > 1 with enable_prefill_cp)."""
+    message = refusals(sglang_model(2), "sglang", extraArgs=extra)
+    assert says in message, message
+
+
+@pytest.mark.parametrize(
+    "extra", [["--enable-prefill-cp", "--cp-strategy", "zigzag"], ["--dcp-size", "2"]]
+)
+def test_sglang_context_parallel_options_it_takes_are_served(extra: list[str]) -> None:
+    assert refusals(sglang_model(2), "sglang", extraArgs=extra) == ""
