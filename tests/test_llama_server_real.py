@@ -259,15 +259,17 @@ class Server:
         return self._log
 
 
-def _start(binary: Path, argv: list[str], port: int) -> Server:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LLAMA_ARG_")}
+def _start(binary: Path, argv: list[str], port: int, env: dict[str, str] | None = None) -> Server:
+    """The binary on argv, with this machine's env less llama.cpp's (and Vertex AI's)
+    own variables, plus `env`."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("LLAMA_ARG_", "AIP_"))}
     proc = subprocess.Popen(
         [str(binary), *argv],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
         errors="replace",
-        env=env,
+        env={**base, **(env or {})},
     )
     return Server(proc, port, argv)
 
@@ -591,19 +593,6 @@ def test_a_host_ending_in_sock_opens_no_tcp_port_under_the_real_llama_server(
     assert f"unix://{sock}" in log, log[-4000:]
 
 
-def _start_with_env(binary: Path, argv: list[str], port: int, env: dict[str, str]) -> Server:
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("LLAMA_ARG_", "AIP_"))}
-    proc = subprocess.Popen(
-        [str(binary), *argv],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        errors="replace",
-        env={**base, **env},
-    )
-    return Server(proc, port, argv)
-
-
 def test_vertex_env_moves_or_breaks_the_port_under_the_real_llama_server(
     llama_server: Path, tiny_gguf: Path
 ) -> None:
@@ -618,7 +607,7 @@ def test_vertex_env_moves_or_breaks_the_port_under_the_real_llama_server(
     service = parse_inference_service({"modelRef": "tiny", "env": env})
     assert any("AIP_MODE=PREDICTION" in p.message for p in runtime_problems(service, model, "/m"))
     args = pod_spec(ISVC, service, model, "tiny")["containers"][0]["args"]
-    moved = _start_with_env(
+    moved = _start(
         llama_server,
         for_this_machine(args, tiny_gguf, port),
         aip,
@@ -631,7 +620,7 @@ def test_vertex_env_moves_or_breaks_the_port_under_the_real_llama_server(
     finally:
         log = moved.log()
     assert f"overriding server port {port} with AIP_HTTP_PORT {aip}" in log, log[-4000:]
-    broken = _start_with_env(
+    broken = _start(
         llama_server, for_this_machine(args, tiny_gguf, port), port, {"AIP_HTTP_PORT": "http"}
     )
     assert not _wait_healthy(broken)
