@@ -486,3 +486,67 @@ def test_sglang_context_parallel_options_it_raises_on_are_refused(
 )
 def test_sglang_context_parallel_options_it_takes_are_served(extra: list[str]) -> None:
     assert refusals(sglang_model(2), "sglang", extraArgs=extra) == ""
+
+
+# -- 1. vLLM's startup relations ---------------------------------------------------------
+
+
+def vllm_model(count: int = 1) -> Any:
+    return sglang_model(count)
+
+
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [
+        # vllm/entrypoints/common/cli_args.py validate_parsed_serve_args
+        (["--enable-auto-tool-choice"], "--enable-auto-tool-choice requires --tool-call-parser"),
+        (["--enable-log-outputs"], "--enable-log-outputs requires --enable-log-requests"),
+        (
+            ["--enable-log-outputs", "--enable-log-requests", "--disable-log-requests"],
+            "--enable-log-outputs requires --enable-log-requests",
+        ),
+        (["--enable-per-request-metrics", "--disable-log-stats"], "--disable-log-stats"),
+        # vllm/config/scheduler.py SchedulerConfig.verify_max_model_len
+        (
+            ["--max-num-batched-tokens", "128", "--max-num-seqs", "256"],
+            "spec.extraArgs (--max-num-batched-tokens): 128 is below --max-num-seqs 256",
+        ),
+        # vllm/config/parallel.py ParallelConfig._validate_parallel_config
+        (
+            ["--data-parallel-size", "2", "--data-parallel-size-local", "4"],
+            "4 is more than --data-parallel-size 2",
+        ),
+        (["-dcp", "3"], "3 does not divide the tensor-parallel size 2"),
+    ],
+)
+def test_vllm_relations_it_exits_on_are_refused(extra: list[str], says: str) -> None:
+    message = refusals(vllm_model(2), "vllm", extraArgs=extra)
+    assert says in message, message
+
+
+def test_the_typed_batched_tokens_field_is_named() -> None:
+    message = refusals(
+        vllm_model(),
+        "vllm",
+        vllmConfig={"maxNumBatchedTokens": 64},
+        extraArgs=["--max-num-seqs", "65"],
+    )
+    assert "spec.vllmConfig.maxNumBatchedTokens (--max-num-batched-tokens): 64" in message
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["--enable-auto-tool-choice", "--tool-call-parser", "hermes"],
+        ["--enable-auto-tool-choice", "--no-enable-auto-tool-choice"],
+        ["--enable-log-outputs", "--enable-log-requests"],
+        ["--enable-per-request-metrics"],
+        ["--max-num-seqs", "4096"],  # vLLM sizes the unset batched tokens from the hardware
+        ["--max-num-batched-tokens", "256", "--max-num-seqs", "256"],
+        ["-dcp", "2"],
+        ["-dcp", "3", "-pcp", "3"],  # PCP's own rule, not checked here
+    ],
+)
+def test_vllm_relations_it_takes_are_served(extra: list[str]) -> None:
+    message = refusals(vllm_model(2), "vllm", extraArgs=extra)
+    assert "InvalidRuntimeConfig" not in message, message
