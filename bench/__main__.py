@@ -49,7 +49,8 @@ class Figures:
     server: str
     # (objects, system) -> {"status": per second, "drained": per second, "CPU <process>": ms}
     models: dict[tuple[int, str], dict[str, float]] = field(default_factory=dict)
-    # services -> {"services/s", "reconciles/svc", "CPU sut", "CPU server"}
+    # services -> {"services/s", "reconciles/svc", "CPU sut", "CPU server", and with the
+    # ceiling run "product/ceiling"}
     pods: dict[int, dict[str, float]] = field(default_factory=dict)
 
     def ratio(self, n: int, name: str) -> float | None:
@@ -233,44 +234,70 @@ async def quota_section(
     )
 
 
+def pods_line(server: str, ratio: float, reconciles: float) -> str:
+    """The pod-services summary a script reads, one per server after its table."""
+    where = "on kube-apiserver" if server.startswith("kube-apiserver") else f"on the {server}"
+    return f"pod-services {where}: product/ceiling {ratio:.2f}, reconciles/svc {reconciles:.1f}"
+
+
 async def pods_section(
-    sizes: list[int], workers: int, repeat: int, server: harness.Server, figures: Figures
+    sizes: list[int],
+    suts: list[str],
+    workers: int,
+    repeat: int,
+    server: harness.Server,
+    figures: Figures,
 ) -> None:
     """InferenceServices whose pods already exist (one each, same namespace): each
     reconcile looks up its own pods among all of them. On the real apiserver the pods
-    run (scheduled, and Running and Ready on kwok nodes) before the product starts."""
-    rows = []
+    run (scheduled, and Running and Ready on kwok nodes) before the product starts.
+    The ceiling (bench.services_ceiling) sends the product's writes for each service."""
+    rows, line = [], ""
+    systems = [s for s in ("product", "ceiling") if s in suts]
     for n in sizes:
-        runs = []
-        for _ in range(repeat):
-            print(
-                f"  {SERVICES_WITH_PODS.name}: product at {n:,} on the {server.name} ...",
-                flush=True,
-            )
-            runs.append(
-                await harness.run(
-                    "product", SERVICES_WITH_PODS, objects=n, workers=workers, server=server
+        rates: dict[str, float] = {}
+        for sut in systems:
+            runs = []
+            for _ in range(repeat):
+                print(
+                    f"  {SERVICES_WITH_PODS.name}: {sut} at {n:,} on the {server.name} ...",
+                    flush=True,
                 )
+                runs.append(
+                    await harness.run(
+                        sut, SERVICES_WITH_PODS, objects=n, workers=workers, server=server
+                    )
+                )
+            r = sorted(runs, key=lambda r: r.seconds)[len(runs) // 2]
+            rates[sut] = statistics.median(x.per_second for x in runs)
+            per_object = statistics.median(
+                x.stats.get("reconciles", 0.0) / (x.stats.get("objects") or 1) for x in runs
             )
-        r = sorted(runs, key=lambda r: r.seconds)[len(runs) // 2]
-        per_object = r.stats.get("reconciles", 0.0) / (r.stats.get("objects") or 1)
-        sut_cpu = statistics.median(x.cpu_ms_per_object("sut") for x in runs)
-        server_cpu = statistics.median(x.cpu_ms_per_object("server") for x in runs)
-        rows.append(
-            [n, r.per_second, r.seconds, r.p50_ms, r.p99_ms, per_object, sut_cpu, server_cpu]
-        )
-        figures.pods[n] = {
-            "services/s": r.per_second,
-            "reconciles/svc": per_object,
-            "CPU sut": sut_cpu,
-            "CPU server": server_cpu,
-        }
+            sut_cpu = statistics.median(x.cpu_ms_per_object("sut") for x in runs)
+            server_cpu = statistics.median(x.cpu_ms_per_object("server") for x in runs)
+            reconciles = per_object if sut == "product" else "-"
+            rows.append(
+                [n, sut, rates[sut], r.seconds, r.p50_ms, r.p99_ms, reconciles, sut_cpu, server_cpu]
+            )
+            if sut == "product":
+                figures.pods[n] = {
+                    "services/s": rates[sut],
+                    "reconciles/svc": per_object,
+                    "CPU sut": sut_cpu,
+                    "CPU server": server_cpu,
+                }
+        if "product" in rates and rates.get("ceiling"):
+            ratio = rates["product"] / rates["ceiling"]
+            figures.pods[n]["product/ceiling"] = ratio
+            line = pods_line(server.name, ratio, figures.pods[n]["reconciles/svc"])
     print(
         table(
             f"Pipeline, InferenceServices with one pod each in one namespace, on the "
-            f"{server.name} (median of {repeat}; pods created before the services)",
+            f"{server.name} (median of {repeat}; pods created before the services; ceiling: "
+            "the product's writes for each service, bench/services_ceiling.py)",
             [
                 "services",
+                "system",
                 "services/s",
                 "seconds",
                 "p50 ms",
@@ -282,6 +309,9 @@ async def pods_section(
             rows,
         )
     )
+    if line:  # the largest size's, in the form a script reads, below the table
+        print()
+        print(line)
 
 
 async def steady_section(
@@ -352,7 +382,7 @@ async def server_sections(
         await quota_section(sizes.services, args.workers, args.repeat, server)
         print()
     if sizes.pods and "product" in suts:
-        await pods_section(sizes.pods, args.workers, args.repeat, server, figures)
+        await pods_section(sizes.pods, suts, args.workers, args.repeat, server, figures)
         print()
     return figures
 
@@ -443,6 +473,8 @@ def servers_section(test: Figures, real: Figures) -> None:
                     k["CPU sut"],
                     t["CPU server"],
                     k["CPU server"],
+                    _times(t.get("product/ceiling")),
+                    _times(k.get("product/ceiling")),
                 ]
             )
         print(
@@ -460,6 +492,8 @@ def servers_section(test: Figures, real: Figures) -> None:
                     "CPU sut kube",
                     "CPU server test",
                     "CPU server kube",
+                    "product/ceiling test",
+                    "product/ceiling kube",
                 ],
                 pod_rows,
             )
