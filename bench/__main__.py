@@ -256,25 +256,29 @@ async def pods_section(
     systems = [s for s in ("product", "ceiling") if s in suts]
     for n in sizes:
         rates: dict[str, float] = {}
-        for sut in systems:
-            runs = []
-            for _ in range(repeat):
+        # Product and ceiling alternate, so that a change in the machine's load (other
+        # processes share its CPUs) weighs on both alike.
+        runs: dict[str, list[harness.RunResult]] = {sut: [] for sut in systems}
+        for _ in range(repeat):
+            for sut in systems:
                 print(
                     f"  {SERVICES_WITH_PODS.name}: {sut} at {n:,} on the {server.name} ...",
                     flush=True,
                 )
-                runs.append(
+                runs[sut].append(
                     await harness.run(
                         sut, SERVICES_WITH_PODS, objects=n, workers=workers, server=server
                     )
                 )
-            r = sorted(runs, key=lambda r: r.seconds)[len(runs) // 2]
-            rates[sut] = statistics.median(x.per_second for x in runs)
+        for sut in systems:
+            done = runs[sut]
+            r = sorted(done, key=lambda r: r.seconds)[len(done) // 2]
+            rates[sut] = statistics.median(x.per_second for x in done)
             per_object = statistics.median(
-                x.stats.get("reconciles", 0.0) / (x.stats.get("objects") or 1) for x in runs
+                x.stats.get("reconciles", 0.0) / (x.stats.get("objects") or 1) for x in done
             )
-            sut_cpu = statistics.median(x.cpu_ms_per_object("sut") for x in runs)
-            server_cpu = statistics.median(x.cpu_ms_per_object("server") for x in runs)
+            sut_cpu = statistics.median(x.cpu_ms_per_object("sut") for x in done)
+            server_cpu = statistics.median(x.cpu_ms_per_object("server") for x in done)
             reconciles = per_object if sut == "product" else "-"
             rows.append(
                 [n, sut, rates[sut], r.seconds, r.p50_ms, r.p99_ms, reconciles, sut_cpu, server_cpu]
@@ -293,8 +297,9 @@ async def pods_section(
     print(
         table(
             f"Pipeline, InferenceServices with one pod each in one namespace, on the "
-            f"{server.name} (median of {repeat}; pods created before the services; ceiling: "
-            "the product's writes for each service, bench/services_ceiling.py)",
+            f"{server.name} (median of {repeat}, product and ceiling alternating; pods created "
+            "before the services; ceiling: the product's writes for each service, "
+            "bench/services_ceiling.py)",
             [
                 "services",
                 "system",
