@@ -105,13 +105,17 @@ async def burst_section(
         best: dict[str, harness.RunResult] = {}
         rates: dict[str, float] = {}
         drained: dict[str, float] = {}
-        for sut in suts:
-            runs = []
-            for _ in range(repeat):
+        # The systems take turns (one run each, `repeat` rounds), so that a change in the
+        # machine's load weighs on all of them alike.
+        done: dict[str, list[harness.RunResult]] = {sut: [] for sut in suts}
+        for _ in range(repeat):
+            for sut in suts:
                 print(f"  {workload.name}: {sut} at {n:,} on the {server.name} ...", flush=True)
-                runs.append(
+                done[sut].append(
                     await harness.run(sut, workload, objects=n, workers=workers, server=server)
                 )
+        for sut in suts:
+            runs = done[sut]
             rates[sut] = statistics.median(r.per_second for r in runs)
             drained[sut] = statistics.median(r.drained_per_second for r in runs)
             best[sut] = sorted(runs, key=lambda r: r.per_second)[len(runs) // 2]
@@ -128,7 +132,8 @@ async def burst_section(
     print(
         table(
             f"Pipeline, {workload.name}, on the {server.name}: create -> watch -> reconcile "
-            f"-> status seen (median of {repeat}; {workers} workers for product and ceiling; "
+            f"-> status seen (median of {repeat}, the systems taking turns; {workers} workers "
+            "for product and ceiling; "
             "'all writes/s' also waits for the Events; -quiet and kopf write none; "
             "CPU ms per object of each process until the last status was seen)",
             [
