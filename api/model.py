@@ -27,6 +27,8 @@ VENDORS = ("nvidia", "amd", "intel")
 SHARDING_STRATEGIES = ("layer", "tensor", "row", "pipeline", "none")
 MODEL_PHASES = ("Pending", "Downloading", "Copying", "Ready", "Failed")
 MAX_GPU_COUNT = 8
+SHA256_PATTERN = r"^[a-fA-F0-9]{64}$"
+DIGEST_SOURCES = ("spec", "hub", "computed")
 
 
 def _claims_xor_resource_name(gpu: dict[str, Any]) -> bool:
@@ -65,7 +67,7 @@ GPU = Object(
 SPEC = Object(
     fields={
         "source": Str(pattern=SOURCE_PATTERN, min_length=1, explain=explain_source),
-        "sha256": Str(pattern=r"^[a-fA-F0-9]{64}$"),
+        "sha256": Str(pattern=SHA256_PATTERN),
         "sourceSecretRef": LOCAL_REF,
         "refreshPolicy": Str(enum=("IfNotPresent", "OnChange"), default="IfNotPresent"),
         "prefetch": Bool(),
@@ -83,6 +85,21 @@ SPEC = Object(
         "resources": Object(fields={"cpu": Quantity(), "memory": Quantity()}),
         "files": Array(items=Str(min_length=1, pattern=REPO_FILE_PATTERN, explain=explain_file)),
         "mmproj": Str(pattern=REPO_FILE_PATTERN, explain=explain_file),
+        # llmkube-py extension: a digest for each file of spec.files / spec.mmproj.
+        "fileDigests": Array(
+            items=Object(
+                fields={
+                    "file": Str(min_length=1, pattern=REPO_FILE_PATTERN, explain=explain_file),
+                    "sha256": Str(pattern=SHA256_PATTERN),
+                },
+                required=("file", "sha256"),
+            ),
+            map_keys=("file",),
+            description=(
+                "The sha256 of files in spec.files or spec.mmproj (spec.sha256 pins files[0]): "
+                "the loader refuses a download or cached copy with another digest."
+            ),
+        ),
     },
     required=("source",),
 )
@@ -95,6 +112,26 @@ STATUS = Object(
         "cacheKey": Str(),
         "sha256": Str(),
         "stagedFiles": Array(items=Free()),
+        # llmkube-py extension: each staged file, its digest and who vouches for it.
+        "files": Array(
+            items=Object(
+                fields={
+                    "name": Str(),
+                    "size": Int(fmt="int64"),
+                    "sha256": Str(),
+                    "digestSource": Str(
+                        enum=DIGEST_SOURCES,
+                        description=(
+                            "spec: pinned by spec.sha256 / spec.fileDigests; hub: the hub's "
+                            "X-Linked-Etag; computed: hashed by the loader, vouched for by none."
+                        ),
+                    ),
+                }
+            )
+        ),
+        "filesOmitted": Int(
+            description="Staged files left out of status.files (the loader's report is capped)."
+        ),
         "sourceETag": Str(),
         "sourceContentLength": Int(fmt="int64"),
         "lastRevalidated": Str(),
@@ -189,6 +226,7 @@ class ModelSpec:
     prefetch_tolerations: tuple[dict[str, Any], ...] = ()
     files: tuple[str, ...] = ()  # files[0] is the primary file
     mmproj: str | None = None
+    file_digests: tuple[tuple[str, str], ...] = ()  # (file, lower-case sha256): fileDigests
 
     @property
     def cache_key(self) -> str:
@@ -202,6 +240,15 @@ class ModelSpec:
         """files, then mmproj if it is not one of them (LLMKube's staging plan)."""
         extra = (self.mmproj,) if self.mmproj and self.mmproj not in self.files else ()
         return (*self.files, *extra)
+
+    def pinned_sha256(self, index: int) -> str | None:
+        """The digest spec pins for the index-th staged file (files[0]: spec.sha256 or its
+        fileDigests entry; a one-file source: spec.sha256), or None."""
+        if index == 0 and self.sha256:
+            return self.sha256
+        names = self.staged_files
+        name = names[index] if index < len(names) else None
+        return dict(self.file_digests).get(name) if name else None
 
     @property
     def location(self) -> ModelSource:
@@ -286,6 +333,29 @@ def _file_errors(data: dict[str, Any]) -> list[str]:
                 "spec.files: multi-file staging needs an hf://org/repo[@rev] (or org/repo) source, "
                 "or an http(s) or s3:// base the files are under"
             )
+    return errors + _digest_errors(data)
+
+
+def _digest_errors(data: dict[str, Any]) -> list[str]:
+    """fileDigests name staged files, and agree with spec.sha256 on files[0]."""
+    files = list(data.get("files") or [])
+    staged = [*files, *([data["mmproj"]] if data.get("mmproj") else [])]
+    sha = (data.get("sha256") or "").lower()
+    errors = []
+    for i, entry in enumerate(data.get("fileDigests") or []):
+        where = f"spec.fileDigests[{i}].file"
+        name = entry["file"]
+        if name not in staged:
+            named = ", ".join(staged) if staged else "none (the Model stages one file)"
+            errors.append(
+                f"{where}: {name!r} is not a file of spec.files or spec.mmproj (they name: "
+                f"{named}); pin a one-file source with spec.sha256"
+            )
+        elif files and name == files[0] and sha and entry["sha256"].lower() != sha:
+            errors.append(
+                f"{where}: {name!r} is files[0], which spec.sha256 pins to another digest "
+                f"({sha}): give one of them"
+            )
     return errors
 
 
@@ -329,4 +399,5 @@ def parse_model(spec: Any) -> ModelSpec:
         prefetch_tolerations=tuple(data.get("prefetchTolerations") or ()),
         files=tuple(data.get("files") or ()),
         mmproj=data.get("mmproj") or None,
+        file_digests=tuple((d["file"], d["sha256"].lower()) for d in data.get("fileDigests") or ()),
     )

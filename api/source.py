@@ -64,9 +64,14 @@ def text_problem(value: str) -> str | None:
 
 def explain_source(value: str) -> str:
     """Why a value misses SOURCE_PATTERN, in words."""
-    return text_problem(value) or (
-        "is not a model source: an http(s)://, hf://, pvc://, s3:// or file:// URL, an "
-        "absolute path or an org/repo id, in printable ASCII (percent-encode the rest)"
+    bare = "://" not in value and not value.startswith("/")
+    return (
+        text_problem(value)
+        or (bare and _bare_file_problem(value))
+        or (
+            "is not a model source: an http(s)://, hf://, pvc://, s3:// or file:// URL, an "
+            "absolute path or an org/repo id, in printable ASCII (percent-encode the rest)"
+        )
     )
 
 
@@ -140,8 +145,7 @@ def _hub(raw: str, rest: str, scheme: bool) -> ModelSource:
         problem = _repo_problem(repo)
         if problem:
             raise SourceError(problem)
-        rev = quote(revision or "main", safe="")
-        url = f"{HF_ENDPOINT}/{repo}/resolve/{rev}/{quote(path)}"
+        url = hub_file_url(HF_ENDPOINT, repo, revision, path)
         return ModelSource(
             "hub-file", raw, repo=repo, revision=revision or None, path=path, url=url
         )
@@ -152,6 +156,11 @@ def _hub(raw: str, rest: str, scheme: bool) -> ModelSource:
     if problem:
         raise SourceError(problem)
     return ModelSource("hub", raw, repo=repo, revision=revision or None, quant=quant or None)
+
+
+def hub_file_url(hub: str, repo: str, revision: str | None, path: str) -> str:
+    """Where the hub at `hub` serves one file of a repo (its resolve endpoint)."""
+    return f"{hub}/{repo}/resolve/{quote(revision or 'main', safe='')}/{quote(path)}"
 
 
 def _pvc(raw: str, rest: str) -> ModelSource:
@@ -213,7 +222,34 @@ def _parse(raw: str) -> ModelSource:
         raise SourceError(f"scheme {scheme!r} is not one of http, https, hf, pvc, file, s3")
     if raw.startswith("/"):
         return _host(raw, raw)
+    problem = _bare_file_problem(raw)
+    if problem:
+        raise SourceError(problem)
     return _hub(raw, raw, scheme=False)
+
+
+# Model files' extensions: a bare value ending in one names a file, not a hub repository.
+MODEL_FILE_EXTENSIONS = (".gguf", ".ggml", ".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".onnx")
+
+
+def _bare_file_problem(raw: str) -> str | None:
+    """Why a bare value (no scheme, not absolute) names a file rather than a repo id, or
+    None. The runtimes would send such a value to the hub as a repository's name
+    (llama.cpp's -hf, vLLM's and SGLang's model argument) and serve nothing."""
+    repo = raw.partition("@")[0].partition(":")[0]
+    if raw.startswith(("./", "../")):
+        why = "is a relative path"
+    elif len([p for p in repo.split("/") if p]) > 2:
+        why = "has more than two segments"
+    elif repo.lower().endswith(MODEL_FILE_EXTENSIONS):
+        why = f"ends in a model file's extension ({posixpath.splitext(repo)[1]})"
+    else:
+        return None
+    return (
+        f"a bare source is a hub repo id (owner/repo), and this one {why}: it names a file. "
+        "For a file of a hub repo write hf://owner/repo/path/file.gguf; for a file on a "
+        "volume write file:///abs/path/file.gguf (a host path) or pvc://claim/path/file.gguf"
+    )
 
 
 def source_errors(raw: str) -> list[str]:

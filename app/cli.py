@@ -18,9 +18,11 @@ import socket
 import sys
 from collections.abc import Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 import structlog
 
+from api.source import HF_ENDPOINT
 from controller import logging as log_setup
 from controller.kube import KubeClient
 from controller.manager import DEFAULT_WORKERS, Manager, ManagerConfig
@@ -69,6 +71,26 @@ def host_path_roots(value: str) -> tuple[str, ...]:
         if not root.startswith("/") or ".." in root.split("/"):
             raise argparse.ArgumentTypeError(f"{root!r} is not an absolute path without '..'")
     return roots
+
+
+def hub_endpoint(value: str) -> str:
+    """--hf-endpoint: an http(s) URL with a host (a path prefix allowed), no query,
+    fragment, credentials or whitespace; the trailing '/' is dropped."""
+    url = value.strip().rstrip("/")
+    parts = urlsplit(url)
+    if (
+        parts.scheme not in ("http", "https")
+        or not parts.hostname
+        or parts.query
+        or parts.fragment
+        or "@" in parts.netloc
+        or any(ch.isspace() or ord(ch) < 32 for ch in url)
+    ):
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not a hub URL: http(s)://host[:port][/path], without credentials, "
+            "query or fragment"
+        )
+    return url
 
 
 def fs_group(value: str) -> int:
@@ -207,6 +229,15 @@ def _add_run_flags(run: argparse.ArgumentParser) -> None:
         "(hostPath, read-only); default none: such sources are refused (SourceNotAllowed)",
     )
     run.add_argument(
+        "--hf-endpoint",
+        type=hub_endpoint,
+        default=os.environ.get("HF_ENDPOINT") or HF_ENDPOINT,  # a string: argparse checks it
+        metavar="URL",
+        help=f"the Hugging Face hub (or mirror) hub sources download from, and the only host "
+        f"the HF token is sent to (env HF_ENDPOINT, as huggingface_hub reads it; default "
+        f"{HF_ENDPOINT})",
+    )
+    run.add_argument(
         "--allow-any-extra-volume-host-path",
         action="store_true",
         default=_env("ALLOW_ANY_EXTRA_VOLUME_HOST_PATH", "false") == "true",
@@ -335,6 +366,7 @@ def manager_for(client: KubeClient, args: argparse.Namespace) -> Manager:
         kueue=KueueSettings(mappings),
         allow_any_extra_volume_host_path=args.allow_any_extra_volume_host_path,
         default_fs_group=args.default_fsgroup,
+        hf_endpoint=args.hf_endpoint,
     )
     manager = Manager(client, config, reconcilers=reconcilers(settings))
     bind_domain_metrics(manager)

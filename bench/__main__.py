@@ -49,7 +49,8 @@ class Figures:
     server: str
     # (objects, system) -> {"status": per second, "drained": per second, "CPU <process>": ms}
     models: dict[tuple[int, str], dict[str, float]] = field(default_factory=dict)
-    # services -> {"services/s", "reconciles/svc", "CPU sut", "CPU server"}
+    # services -> {"services/s", "reconciles/svc", "CPU sut", "CPU server", and with the
+    # ceiling run "product/ceiling"}
     pods: dict[int, dict[str, float]] = field(default_factory=dict)
 
     def ratio(self, n: int, name: str) -> float | None:
@@ -104,13 +105,17 @@ async def burst_section(
         best: dict[str, harness.RunResult] = {}
         rates: dict[str, float] = {}
         drained: dict[str, float] = {}
-        for sut in suts:
-            runs = []
-            for _ in range(repeat):
+        # The systems take turns (one run each, `repeat` rounds), so that a change in the
+        # machine's load weighs on all of them alike.
+        done: dict[str, list[harness.RunResult]] = {sut: [] for sut in suts}
+        for _ in range(repeat):
+            for sut in suts:
                 print(f"  {workload.name}: {sut} at {n:,} on the {server.name} ...", flush=True)
-                runs.append(
+                done[sut].append(
                     await harness.run(sut, workload, objects=n, workers=workers, server=server)
                 )
+        for sut in suts:
+            runs = done[sut]
             rates[sut] = statistics.median(r.per_second for r in runs)
             drained[sut] = statistics.median(r.drained_per_second for r in runs)
             best[sut] = sorted(runs, key=lambda r: r.per_second)[len(runs) // 2]
@@ -127,7 +132,8 @@ async def burst_section(
     print(
         table(
             f"Pipeline, {workload.name}, on the {server.name}: create -> watch -> reconcile "
-            f"-> status seen (median of {repeat}; {workers} workers for product and ceiling; "
+            f"-> status seen (median of {repeat}, the systems taking turns; {workers} workers "
+            "for product and ceiling; "
             "'all writes/s' also waits for the Events; -quiet and kopf write none; "
             "CPU ms per object of each process until the last status was seen)",
             [
@@ -233,44 +239,75 @@ async def quota_section(
     )
 
 
+def pods_line(server: str, ratio: float, reconciles: float) -> str:
+    """The pod-services summary a script reads, one per server after its table."""
+    where = "on kube-apiserver" if server.startswith("kube-apiserver") else f"on the {server}"
+    return f"pod-services {where}: product/ceiling {ratio:.2f}, reconciles/svc {reconciles:.1f}"
+
+
 async def pods_section(
-    sizes: list[int], workers: int, repeat: int, server: harness.Server, figures: Figures
+    sizes: list[int],
+    suts: list[str],
+    workers: int,
+    repeat: int,
+    server: harness.Server,
+    figures: Figures,
 ) -> None:
     """InferenceServices whose pods already exist (one each, same namespace): each
     reconcile looks up its own pods among all of them. On the real apiserver the pods
-    run (scheduled, and Running and Ready on kwok nodes) before the product starts."""
-    rows = []
+    run (scheduled, and Running and Ready on kwok nodes) before the product starts.
+    The ceiling (bench.services_ceiling) sends the product's writes for each service."""
+    rows, line = [], ""
+    systems = [s for s in ("product", "ceiling") if s in suts]
     for n in sizes:
-        runs = []
+        rates: dict[str, float] = {}
+        # Product and ceiling alternate, so that a change in the machine's load (other
+        # processes share its CPUs) weighs on both alike.
+        runs: dict[str, list[harness.RunResult]] = {sut: [] for sut in systems}
         for _ in range(repeat):
-            print(
-                f"  {SERVICES_WITH_PODS.name}: product at {n:,} on the {server.name} ...",
-                flush=True,
-            )
-            runs.append(
-                await harness.run(
-                    "product", SERVICES_WITH_PODS, objects=n, workers=workers, server=server
+            for sut in systems:
+                print(
+                    f"  {SERVICES_WITH_PODS.name}: {sut} at {n:,} on the {server.name} ...",
+                    flush=True,
                 )
+                runs[sut].append(
+                    await harness.run(
+                        sut, SERVICES_WITH_PODS, objects=n, workers=workers, server=server
+                    )
+                )
+        for sut in systems:
+            done = runs[sut]
+            r = sorted(done, key=lambda r: r.seconds)[len(done) // 2]
+            rates[sut] = statistics.median(x.per_second for x in done)
+            per_object = statistics.median(
+                x.stats.get("reconciles", 0.0) / (x.stats.get("objects") or 1) for x in done
             )
-        r = sorted(runs, key=lambda r: r.seconds)[len(runs) // 2]
-        per_object = r.stats.get("reconciles", 0.0) / (r.stats.get("objects") or 1)
-        sut_cpu = statistics.median(x.cpu_ms_per_object("sut") for x in runs)
-        server_cpu = statistics.median(x.cpu_ms_per_object("server") for x in runs)
-        rows.append(
-            [n, r.per_second, r.seconds, r.p50_ms, r.p99_ms, per_object, sut_cpu, server_cpu]
-        )
-        figures.pods[n] = {
-            "services/s": r.per_second,
-            "reconciles/svc": per_object,
-            "CPU sut": sut_cpu,
-            "CPU server": server_cpu,
-        }
+            sut_cpu = statistics.median(x.cpu_ms_per_object("sut") for x in done)
+            server_cpu = statistics.median(x.cpu_ms_per_object("server") for x in done)
+            reconciles = per_object if sut == "product" else "-"
+            rows.append(
+                [n, sut, rates[sut], r.seconds, r.p50_ms, r.p99_ms, reconciles, sut_cpu, server_cpu]
+            )
+            if sut == "product":
+                figures.pods[n] = {
+                    "services/s": rates[sut],
+                    "reconciles/svc": per_object,
+                    "CPU sut": sut_cpu,
+                    "CPU server": server_cpu,
+                }
+        if "product" in rates and rates.get("ceiling"):
+            ratio = rates["product"] / rates["ceiling"]
+            figures.pods[n]["product/ceiling"] = ratio
+            line = pods_line(server.name, ratio, figures.pods[n]["reconciles/svc"])
     print(
         table(
             f"Pipeline, InferenceServices with one pod each in one namespace, on the "
-            f"{server.name} (median of {repeat}; pods created before the services)",
+            f"{server.name} (median of {repeat}, product and ceiling alternating; pods created "
+            "before the services; ceiling: the product's writes for each service, "
+            "bench/services_ceiling.py)",
             [
                 "services",
+                "system",
                 "services/s",
                 "seconds",
                 "p50 ms",
@@ -282,6 +319,9 @@ async def pods_section(
             rows,
         )
     )
+    if line:  # the largest size's, in the form a script reads, below the table
+        print()
+        print(line)
 
 
 async def steady_section(
@@ -352,7 +392,7 @@ async def server_sections(
         await quota_section(sizes.services, args.workers, args.repeat, server)
         print()
     if sizes.pods and "product" in suts:
-        await pods_section(sizes.pods, args.workers, args.repeat, server, figures)
+        await pods_section(sizes.pods, suts, args.workers, args.repeat, server, figures)
         print()
     return figures
 
@@ -443,6 +483,8 @@ def servers_section(test: Figures, real: Figures) -> None:
                     k["CPU sut"],
                     t["CPU server"],
                     k["CPU server"],
+                    _times(t.get("product/ceiling")),
+                    _times(k.get("product/ceiling")),
                 ]
             )
         print(
@@ -460,6 +502,8 @@ def servers_section(test: Figures, real: Figures) -> None:
                     "CPU sut kube",
                     "CPU server test",
                     "CPU server kube",
+                    "product/ceiling test",
+                    "product/ceiling kube",
                 ],
                 pod_rows,
             )

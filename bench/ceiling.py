@@ -14,6 +14,7 @@ import asyncio
 import json
 import socket
 import ssl
+import time
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -84,10 +85,12 @@ def _event(obj: Obj, reason: str, message: str) -> Obj:
 
 
 class Busy:
-    """Whether work is queued or in flight, for the bench's "all writes done" time."""
+    """Whether work is queued or in flight, and when a unit of work last ended (wall
+    clock), for the bench's "all writes done" time."""
 
     def __init__(self) -> None:
         self.active = 0
+        self.until = 0.0
         self.queues: list[asyncio.Queue[Any]] = []
 
     @property
@@ -99,6 +102,7 @@ class Busy:
 
     def __exit__(self, *_: object) -> None:
         self.active -= 1
+        self.until = time.time()
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from api.source import HF_ENDPOINT
 from reconcilers.devices.kueue import KueueSettings
 from reconcilers.pod_security import DEFAULT_FS_GROUP
 
@@ -34,6 +35,9 @@ class Settings:
     # --allow-any-extra-volume-host-path: hostPath volumes in extraVolumes anywhere
     # (default: only under allowed_host_path_roots, api/volumes.py).
     allow_any_extra_volume_host_path: bool = False
+    # --hf-endpoint (env HF_ENDPOINT): the Hugging Face hub hub sources download from, and
+    # the only host the HF token is sent to (a mirror, an air-gapped hub).
+    hf_endpoint: str = HF_ENDPOINT
     # --default-fsgroup: the fsGroup of pods whose podSecurityContext sets none (0: none).
     default_fs_group: int = DEFAULT_FS_GROUP
     # --kueue-device-class-mappings: DeviceClass -> Kueue resource name.

@@ -375,7 +375,24 @@ def runtime_arg_errors(service: InferenceServiceSpec) -> list[str]:
         errors += _vllm_api_server(service)
     if runtime == "llamacpp":
         errors += _llamacpp_cache(service)
+        errors += _llamacpp_host(service)
     return errors
+
+
+def _llamacpp_host(service: InferenceServiceSpec) -> list[str]:
+    """llama-server b10068 (tools/server/server-http.cpp, server_http_context::start) binds a
+    --host that ends in '.sock' as a UNIX socket and opens no TCP port: the probes and
+    the Service would never reach it. The last --host is the one the parser keeps."""
+    hosts = [a for a in extra_options("llamacpp", service.extra_args) if a.name == "--host"]
+    last = hosts[-1] if hosts else None
+    if last is None or last.value is None or not last.value.endswith(".sock"):
+        return []
+    return [
+        f"spec.extraArgs[{last.value_index}]: --host {last.value!r} ends in '.sock', which "
+        "llama-server binds as a UNIX socket, opening no TCP port: the container port, "
+        "probes and Service would never reach it. Drop it (the controller binds the pod's "
+        "address), or give an IP address or host name"
+    ]
 
 
 # llama.cpp's common_arg_utils::is_falsey: the --flash-attn values that turn it off.

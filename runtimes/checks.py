@@ -19,6 +19,7 @@ from runtimes.flags import int_value, normalize_user_args, user_args
 from runtimes.gpu import sized_devices, uses_gpu
 from runtimes.images import image_for, missing_image_message, variant
 from runtimes.pod_checks import MountedPath, pod_field_problems, unmounted_model_paths
+from runtimes.startup import llamacpp_env_problems, sglang_problems, vllm_problems
 from runtimes.values import VLLM_PLATFORM_QUANTIZATION, VLLM_VERSION
 
 PARALLELISM_EXCEEDS_GPUS = "ParallelismExceedsGPUs"
@@ -167,6 +168,9 @@ def runtime_problems(
             Problem(INVALID_RUNTIME_CONFIG, m)
             for m in _llamacpp_split_problems(service, model, rt, gpus)
         ]
+    startup = {"sglang": sglang_problems, "llamacpp": llamacpp_env_problems, "vllm": vllm_problems}
+    if runtime in startup:
+        problems += [Problem(INVALID_RUNTIME_CONFIG, m) for m in startup[runtime](service, rt)]
     wanted, how = parallelism(runtime, rt, service.multi_node is not None)
     extra = user_args(runtime, normalize_user_args(runtime, service.extra_args))
     if runtime == "llamacpp" and model.gpu.layer_split and "--tensor-split" not in extra:

@@ -6,6 +6,7 @@ import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+from api.source import HF_ENDPOINT
 from app.controllers import reconcilers
 from app.manifests import EXAMPLES, install_crds
 from controller.kube import KubeClient
@@ -25,13 +26,16 @@ async def dra_cluster(
     plugin: int = 0,
     kueue: dict[str, str] | None = None,
     model_cache: CacheSettings | None = None,
+    hf_endpoint: str = HF_ENDPOINT,
 ) -> AsyncIterator[tuple[KubeClient, Manager, ApiServerProcess]]:
     server = await ApiServerProcess.start("--simulate-cluster", f"dra={gpus},plugin={plugin}")
     client = await KubeClient.connect(server.url)
     await install_crds(client)
     config = ManagerConfig(http_port=None, workers=2, watch_timeout=30)
     settings = Settings(
-        model_cache=model_cache or CacheSettings(), kueue=KueueSettings(kueue or {})
+        model_cache=model_cache or CacheSettings(),
+        kueue=KueueSettings(kueue or {}),
+        hf_endpoint=hf_endpoint,
     )
     manager = Manager(client, config, reconcilers=reconcilers(settings))
     await manager.start()

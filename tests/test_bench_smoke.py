@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from bench import harness, kube, queue_bench
-from bench.__main__ import Figures, main, parser, servers_section
+from bench.__main__ import Figures, main, parser, pods_line, servers_section
 from bench.report import table
 from bench.workload import MODELS, SERVICES_WITH_PODS
 
@@ -38,6 +40,26 @@ async def test_services_with_pods_are_each_handled() -> None:
     result = await harness.run("product", SERVICES_WITH_PODS, objects=30, workers=2)
     assert len(result.latencies_ms) == 30
     assert result.stats["objects"] == 31  # and the warm-up service
+
+
+@pytest.mark.server  # the test API server, through the bench harness
+async def test_services_ceiling_handles_every_service_with_the_products_writes() -> None:
+    result = await harness.run("ceiling", SERVICES_WITH_PODS, objects=20, workers=2)
+    assert len(result.latencies_ms) == 20
+    assert result.stats["busy_until"] >= result.started_at  # its Events were written
+
+
+def test_pods_line_is_in_the_form_a_script_reads() -> None:
+    pattern = re.compile(
+        r"^pod-services on (kube-apiserver|the test server): "
+        r"product/ceiling (\d+\.\d\d), reconciles/svc (\d+\.\d)$"
+    )
+    kube_line = pods_line("kube-apiserver v1.34.4", 0.934, 1.64)
+    assert kube_line == "pod-services on kube-apiserver: product/ceiling 0.93, reconciles/svc 1.6"
+    test_line = pods_line("test server", 1.0, 1.05)
+    assert test_line == "pod-services on the test server: product/ceiling 1.00, reconciles/svc 1.1"
+    for line in (kube_line, test_line):
+        assert pattern.match(line)
 
 
 @pytest.mark.server  # the test API server, through the bench harness

@@ -257,6 +257,19 @@ def test_allowed_host_path_roots_value_reaches_the_flag() -> None:
         render({"modelSource": {"allowedHostPathRoots": ["mnt/models"]}})
 
 
+def test_hf_endpoint_value_reaches_the_flag() -> None:
+    def flag(values: Obj | None) -> list[str]:
+        container = find(render(values), "Deployment")["spec"]["template"]["spec"]["containers"][0]
+        return [a for a in container["args"] if a.startswith("--hf-endpoint")]
+
+    assert flag(None) == []  # the controller's default, https://huggingface.co
+    (arg,) = flag({"modelSource": {"hfEndpoint": "https://hf-mirror.example"}})
+    # The controller's own parser reads what the chart renders.
+    assert parse([arg]).hf_endpoint == "https://hf-mirror.example"
+    with pytest.raises(Exception, match="hfEndpoint"):
+        render({"modelSource": {"hfEndpoint": "ftp://mirror"}})
+
+
 def test_any_extra_volume_host_path_value_reaches_the_flag() -> None:
     def flags(values: Obj | None) -> list[str]:
         container = find(render(values), "Deployment")["spec"]["template"]["spec"]["containers"][0]

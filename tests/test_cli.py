@@ -90,3 +90,31 @@ def test_default_fsgroup_is_a_group_id(capsys: pytest.CaptureFixture[str]) -> No
     with pytest.raises(SystemExit):
         parse(["--default-fsgroup=-5"])
     assert "is not a group id" in capsys.readouterr().err
+
+
+def test_hf_endpoint_flag_env_and_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("HF_ENDPOINT", raising=False)
+    assert parse([]).hf_endpoint == "https://huggingface.co"
+    monkeypatch.setenv("HF_ENDPOINT", "https://hf-mirror.example/")  # huggingface_hub's name
+    assert parse([]).hf_endpoint == "https://hf-mirror.example"
+    flag = parse(["--hf-endpoint", "http://10.0.0.5:8080/hub"]).hf_endpoint
+    assert flag == "http://10.0.0.5:8080/hub"  # the flag wins over the env
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "ftp://mirror",
+        "mirror.example",
+        "https://user:pw@mirror",
+        "https://m/?x=1",
+        "https://m/#f",
+        "https://",
+    ],
+)
+def test_a_hf_endpoint_that_is_not_a_hub_url_is_an_error(
+    bad: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        parse(["--hf-endpoint", bad])
+    assert "--hf-endpoint" in capsys.readouterr().err

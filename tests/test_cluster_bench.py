@@ -50,5 +50,10 @@ async def test_kube_section_prints_each_system_and_the_ratios(
     assert memory[0][:2] == ["20", "product"]
     assert memory[0][5:8] == ["1.000", "42", "0"]
     pods = table_titled(out, "Pipeline, InferenceServices with one pod each in one namespace, on")
-    assert [row[0] for row in pods] == ["10"]
+    assert [row[:2] for row in pods] == [["10", "product"], ["10", "ceiling"]]
+    assert re.search(
+        r"^pod-services on kube-apiserver: product/ceiling \d+\.\d\d, reconciles/svc \d+\.\d$",
+        out,
+        re.MULTILINE,
+    )
     assert "Real apiserver skipped" not in out

@@ -259,15 +259,17 @@ class Server:
         return self._log
 
 
-def _start(binary: Path, argv: list[str], port: int) -> Server:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LLAMA_ARG_")}
+def _start(binary: Path, argv: list[str], port: int, env: dict[str, str] | None = None) -> Server:
+    """The binary on argv, with this machine's env less llama.cpp's (and Vertex AI's)
+    own variables, plus `env`."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("LLAMA_ARG_", "AIP_"))}
     proc = subprocess.Popen(
         [str(binary), *argv],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
         errors="replace",
-        env=env,
+        env={**base, **(env or {})},
     )
     return Server(proc, port, argv)
 
@@ -546,3 +548,82 @@ def test_the_rope_scaling_types_served_are_the_pinned_releases(llama_server: Pat
     assert line, help_text[:2000]
     assert tuple(line[1].split(",")) == LLAMACPP_ROPE_TYPES
     assert set(ROPE_TYPES) - set(LLAMACPP_ROPE_TYPES) == {"longrope"}
+
+
+def _unix_health(path: Path) -> bool:
+    """Whether llama-server answers GET /health with 200 on the UNIX socket at path."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(5)
+        try:
+            s.connect(str(path))
+            s.sendall(b"GET /health HTTP/1.0\r\nHost: localhost\r\n\r\n")
+            return s.recv(64).startswith(b"HTTP/1.1 200")
+        except OSError:
+            return False
+
+
+def test_a_host_ending_in_sock_opens_no_tcp_port_under_the_real_llama_server(
+    llama_server: Path, tiny_gguf: Path, tmp_path: Path
+) -> None:
+    """The pod argv of `extraArgs: [--host, <path>.sock]`, which we refuse: b10068 serves
+    on that UNIX socket and never opens the container port the probes and Service use."""
+    sock = tmp_path / "llama.sock"
+    service = parse_inference_service({"modelRef": "tiny", "extraArgs": ["--host", str(sock)]})
+    model = parse_model(CPU_GGUF)
+    refused = runtime_problems(service, model, "/models/tiny.gguf")
+    assert any("UNIX socket" in p.message for p in refused), refused
+    args = pod_spec(ISVC, service, model, "tiny")["containers"][0]["args"]
+    port = _free_port()
+    argv = for_this_machine(args, tiny_gguf, port)
+    # for_this_machine binds every --host to loopback; the last one is the user's again.
+    last = len(argv) - 1 - argv[::-1].index("--host")
+    argv[last + 1] = str(sock)
+    server = _start(llama_server, argv, port)
+    try:
+        deadline = time.monotonic() + START_DEADLINE
+        while not _unix_health(sock):
+            assert server.proc.poll() is None, server.log()[-4000:]
+            assert time.monotonic() < deadline, server.log()[-4000:]
+            time.sleep(0.2)
+        # Serving, and the container port is closed: the probes would fail forever.
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", port), timeout=5).close()
+    finally:
+        log = server.log()
+    assert f"unix://{sock}" in log, log[-4000:]
+
+
+def test_vertex_env_moves_or_breaks_the_port_under_the_real_llama_server(
+    llama_server: Path, tiny_gguf: Path
+) -> None:
+    """What we refuse in spec.env: AIP_MODE=PREDICTION serves on AIP_HTTP_PORT, not on the
+    --port the probes use; an AIP_HTTP_PORT std::stoi cannot read ends the server."""
+    model = parse_model(CPU_GGUF)
+    port, aip = _free_port(), _free_port()
+    env = [
+        {"name": "AIP_MODE", "value": "PREDICTION"},
+        {"name": "AIP_HTTP_PORT", "value": str(aip)},
+    ]
+    service = parse_inference_service({"modelRef": "tiny", "env": env})
+    assert any("AIP_MODE=PREDICTION" in p.message for p in runtime_problems(service, model, "/m"))
+    args = pod_spec(ISVC, service, model, "tiny")["containers"][0]["args"]
+    moved = _start(
+        llama_server,
+        for_this_machine(args, tiny_gguf, port),
+        aip,
+        {"AIP_MODE": "PREDICTION", "AIP_HTTP_PORT": str(aip)},
+    )
+    try:
+        assert _wait_healthy(moved), moved.log()[-4000:]  # /health on AIP_HTTP_PORT
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", port), timeout=5).close()
+    finally:
+        log = moved.log()
+    assert f"overriding server port {port} with AIP_HTTP_PORT {aip}" in log, log[-4000:]
+    broken = _start(
+        llama_server, for_this_machine(args, tiny_gguf, port), port, {"AIP_HTTP_PORT": "http"}
+    )
+    assert not _wait_healthy(broken)
+    exited = broken.proc.poll()
+    assert exited is not None and exited != 0, broken.log()[-4000:]
+    broken.log()

@@ -25,8 +25,13 @@ from typing import Any
 
 import pytest
 
-from api import ModelSpec
+from api import ModelSpec, parse_model
+from app.manifests import apply_text
+from controller.resources import DEPLOYMENT
 from reconcilers.sources.loader import SCRIPT, Store, loader_for
+
+from .conftest import eventually
+from .dra_cluster import dra_cluster
 
 BODY = b"GGUF" + bytes(range(256)) * 1024  # 256 KiB: more than curl buffers
 HOLD = 100_000  # a held response sends this much, and curl writes some of it
@@ -46,8 +51,10 @@ class Origin:
     def __init__(self) -> None:
         self.files = {"/model.gguf": BODY, "/b.bin": b"second file"}
         self.redirects: dict[str, str] = {}
+        self.linked: dict[str, str] = {}  # a redirect's X-Linked-Etag, as the hub sends
         self.etag = '"v1"'
         self.gets: list[tuple[str, str | None]] = []  # (path, Range)
+        self.auth: list[tuple[str, str | None]] = []  # (path, Authorization)
         self.puts: list[tuple[str, bytes]] = []
         self.cut: int | None = None  # stop a response after this many bytes
         self.hold: int | None = None
@@ -72,9 +79,12 @@ class Origin:
 
             def do_GET(self) -> None:
                 origin.gets.append((self.path, self.headers.get("Range")))
+                origin.auth.append((self.path, self.headers.get("Authorization")))
                 if self.path in origin.redirects:
                     self.send_response(302)
                     self.send_header("Location", origin.redirects[self.path])
+                    if self.path in origin.linked:
+                        self.send_header("X-Linked-Etag", origin.linked[self.path])
                     self.send_header("Content-Length", "0")
                     self.end_headers()
                     return
@@ -258,7 +268,7 @@ def test_download_verifies_sha256_and_reports(
     tmp_path: Path, origin: tuple[Origin, str], shell: str
 ) -> None:
     o, url = origin
-    given = plain([(f"{url}/model.gguf", "model.gguf")], LOADER_SHA256=SUM)
+    given = plain([(f"{url}/model.gguf", "model.gguf")], LOADER_SHA256_0=SUM)
     rc, msg, out = run(tmp_path, given, shell)
     assert rc == 0, out
     assert msg == {
@@ -269,6 +279,8 @@ def test_download_verifies_sha256_and_reports(
         "stagedFiles": ["model.gguf"],
         "downloaded": ["model.gguf"],
         "sourceETag": '"v1"',
+        "files": [{"name": "model.gguf", "size": len(BODY), "sha256": SUM, "digestSource": "spec"}],
+        "filesOmitted": 0,
     }
     folder = tmp_path / "models/key1"
     assert (folder / "model.gguf").read_bytes() == BODY
@@ -288,7 +300,7 @@ def test_sha256_mismatch_fails_and_leaves_no_file(
     _, url = origin
     wrong = "0" * 64
     rc, msg, out = run(
-        tmp_path, plain([(f"{url}/model.gguf", "model.gguf")], LOADER_SHA256=wrong), shell
+        tmp_path, plain([(f"{url}/model.gguf", "model.gguf")], LOADER_SHA256_0=wrong), shell
     )
     assert rc == 1, out
     assert msg == {
@@ -297,6 +309,7 @@ def test_sha256_mismatch_fails_and_leaves_no_file(
         "file": "model.gguf",
         "expected": wrong,
         "actual": SUM,
+        "expectedFrom": "spec",
     }
     assert files_under(tmp_path / "models/key1") == {}
 
@@ -307,7 +320,7 @@ def test_cached_file_with_another_digest_is_not_used(
     _, url = origin
     entries = [(f"{url}/model.gguf", "model.gguf")]
     assert run(tmp_path, plain(entries), shell)[0] == 0
-    rc, msg, _ = run(tmp_path, plain(entries, LOADER_SHA256="1" * 64), shell)
+    rc, msg, _ = run(tmp_path, plain(entries, LOADER_SHA256_0="1" * 64), shell)
     assert rc == 1 and msg["error"] == "Sha256Mismatch" and msg["actual"] == SUM
     # The copy in the cache stays (it is what the source serves); this Model does not use it.
     assert (tmp_path / "models/key1/model.gguf").read_bytes() == BODY
@@ -317,7 +330,7 @@ def test_a_part_left_by_a_killed_loader_is_resumed(
     tmp_path: Path, origin: tuple[Origin, str], shell: str
 ) -> None:
     o, url = origin
-    given = plain([(f"{url}/model.gguf", "model.gguf")], LOADER_SHA256=SUM)
+    given = plain([(f"{url}/model.gguf", "model.gguf")], LOADER_SHA256_0=SUM)
     folder = tmp_path / "models/key1"
     kill_midway(tmp_path, o, given, shell, folder)
     (written,) = (len(b) for n, b in files_under(folder).items() if n.endswith(".part"))
@@ -335,7 +348,7 @@ def test_a_cut_transfer_is_fetched_again(
     o, url = origin
     o.cut = 1000
     rc, msg, out = run(
-        tmp_path, plain([(f"{url}/model.gguf", "model.gguf")], LOADER_SHA256=SUM), shell
+        tmp_path, plain([(f"{url}/model.gguf", "model.gguf")], LOADER_SHA256_0=SUM), shell
     )
     assert rc == 0, out
     assert len(o.gets) == 2 and msg["sha256"] == SUM
@@ -506,7 +519,7 @@ def test_a_volume_without_hard_links_publishes_by_rename(
     bin_dir.mkdir()
     (bin_dir / "ln").write_text("#!/bin/sh\necho 'ln: Operation not permitted' >&2\nexit 1\n")
     (bin_dir / "ln").chmod(0o755)
-    given = plain([(f"{url}/model.gguf", "model.gguf")], LOADER_SHA256=SUM)
+    given = plain([(f"{url}/model.gguf", "model.gguf")], LOADER_SHA256_0=SUM)
     rc, msg, out = run(tmp_path, given, f"{bin_dir}:/usr/bin:/bin")
     assert rc == 0 and msg["sha256"] == SUM, out
     assert (tmp_path / "models/key1/model.gguf").read_bytes() == BODY
@@ -546,13 +559,11 @@ def test_4_a_cached_file_without_sha256_reports_its_own_digest(
     assert msg["sha256"] == EVIL_SUM and msg["size"] == str(len(EVIL))
 
 
-@pytest.fixture
-def tls_origin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Origin, str, str]]:
-    """An https origin with a self-signed certificate for 127.0.0.1, and its CA file."""
+def _tls(where: Path) -> tuple[ssl.SSLContext, str]:
+    """A server context with a self-signed certificate for 127.0.0.1, and its CA file."""
     openssl = shutil.which("openssl")
     if not openssl:
         pytest.skip("openssl is not installed")
-    where = tmp_path_factory.mktemp("tls")
     cert, key = where / "cert.pem", where / "key.pem"
     subprocess.run(
         [
@@ -565,9 +576,16 @@ def tls_origin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Origi
     )
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(cert, key)
+    return context, str(cert)
+
+
+@pytest.fixture
+def tls_origin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Origin, str, str]]:
+    """An https origin with a self-signed certificate for 127.0.0.1, and its CA file."""
+    context, ca = _tls(tmp_path_factory.mktemp("tls"))
     o = Origin()
     for url in _serve(o, context):
-        yield o, url, str(cert)
+        yield o, url, ca
 
 
 def test_4_a_redirect_from_https_to_http_is_not_followed(
@@ -604,3 +622,233 @@ def test_a_target_outside_the_folder_or_hidden_is_refused(
     assert rc == 1 and msg["error"] == "BadTarget" and msg["file"] == target.replace("\n", "?")
     assert o.gets == []
     assert not (tmp_path / "models").exists() or files_under(tmp_path / "models") == {}
+
+
+# -- every file verified (issue 34 part 2) ----------------------------------------------
+
+PROJECTOR = b"GGUF projector weights"
+SECOND = b"second file"
+
+
+def _multi_file_model(url: str, **spec: Any) -> ModelSpec:
+    return parse_model({"source": url, "files": ["model.gguf", "b.bin"], **spec})
+
+
+def test_a_pinned_mmproj_that_was_tampered_with_fails_naming_it(
+    tmp_path: Path, origin: tuple[Origin, str], shell: str
+) -> None:
+    """spec.fileDigests pins the projector: the origin serves other bytes, so the loader
+    exits 1 naming mmproj.gguf, and no projector is left at its final name."""
+    o, url = origin
+    o.files["/mmproj.gguf"] = EVIL
+    model = _multi_file_model(
+        url,
+        mmproj="mmproj.gguf",
+        fileDigests=[{"file": "mmproj.gguf", "sha256": hashlib.sha256(PROJECTOR).hexdigest()}],
+    )
+    rc, msg, out = run(tmp_path, model_env(model), shell)
+    assert rc == 1, out
+    assert msg["error"] == "Sha256Mismatch" and msg["file"] == "mmproj.gguf", msg
+    assert msg["actual"] == EVIL_SUM and msg["expectedFrom"] == "spec"
+    assert not (tmp_path / "models" / model.cache_key / "mmproj.gguf").exists()
+    # The honest projector is staged, and reported as pinned by the spec.
+    o.files["/mmproj.gguf"] = PROJECTOR
+    rc, msg, out = run(tmp_path, model_env(model), shell, pod="pod-b")
+    assert rc == 0, out
+    sources = {f["name"]: f["digestSource"] for f in msg["files"]}
+    assert sources == {"model.gguf": "computed", "b.bin": "computed", "mmproj.gguf": "spec"}
+
+
+def test_a_pinned_second_shard_swapped_in_the_cache_is_downloaded_again(
+    tmp_path: Path, origin: tuple[Origin, str], shell: str
+) -> None:
+    """A cached second shard with another digest (its sidecar rewritten to match) is
+    hashed again, because it is pinned, and replaced by the origin's copy."""
+    _, url = origin
+    model = _multi_file_model(
+        url, fileDigests=[{"file": "b.bin", "sha256": hashlib.sha256(SECOND).hexdigest()}]
+    )
+    assert run(tmp_path, model_env(model), shell)[0] == 0
+    folder = tmp_path / "models" / model.cache_key
+    (folder / "b.bin").write_bytes(EVIL)
+    (folder / ".b.bin.sha256").write_text(f"{hashlib.sha256(SECOND).hexdigest()}\n")
+    rc, msg, out = run(tmp_path, model_env(model), shell, pod="pod-b")
+    assert rc == 0, out
+    assert (folder / "b.bin").read_bytes() == SECOND
+    assert msg["downloaded"] == ["b.bin"]
+
+
+def _hub(o: Origin, url: str, name: str, body: bytes, linked: str | None) -> str:
+    """The hub's resolve URL for name (an https origin: the loader follows redirects to
+    https only): a 302 to the CDN with X-Linked-Etag (LFS), or
+    without it (a file kept in git)."""
+    o.files[f"/cdn/{name}"] = body
+    o.redirects[f"/org/repo/resolve/main/{name}"] = f"{url}/cdn/{name}"
+    if linked is not None:
+        o.linked[f"/org/repo/resolve/main/{name}"] = f'"{linked}"'
+    return f"{url}/org/repo/resolve/main/{name}"
+
+
+def test_a_hub_download_is_checked_against_x_linked_etag_pinned_or_not(
+    tmp_path: Path, tls_origin: tuple[Origin, str, str], shell: str
+) -> None:
+    o, url, ca = tls_origin
+    good = _hub(o, url, "model.gguf", BODY, SUM)
+    rc, msg, out = run(
+        tmp_path, plain([(good, "model.gguf")], LOADER_HUB="1", CURL_CA_BUNDLE=ca), shell
+    )
+    assert rc == 0, out
+    assert msg["files"][0]["digestSource"] == "hub" and msg["sha256"] == SUM
+    # A replica reuses the hub-vouched digest recorded beside the file.
+    rc, msg, out = run(
+        tmp_path, plain([(good, "model.gguf")], LOADER_HUB="1", CURL_CA_BUNDLE=ca), shell, "pod-b"
+    )
+    assert rc == 0 and msg["files"][0]["digestSource"] == "hub", out
+    # The CDN hands out other bytes than the hub published: refused, nothing at its name.
+    bad = _hub(o, url, "evil.gguf", EVIL, SUM)
+    rc, msg, out = run(
+        tmp_path, plain([(bad, "evil.gguf")], LOADER_HUB="1", CURL_CA_BUNDLE=ca), shell
+    )
+    assert rc == 1, out
+    assert msg["error"] == "Sha256Mismatch" and msg["file"] == "evil.gguf"
+    assert msg["expected"] == SUM and msg["actual"] == EVIL_SUM and msg["expectedFrom"] == "hub"
+    assert not (tmp_path / "models/key1/evil.gguf").exists()
+
+
+def test_a_hub_file_without_x_linked_etag_is_reported_computed(
+    tmp_path: Path, tls_origin: tuple[Origin, str, str], shell: str
+) -> None:
+    o, url, ca = tls_origin
+    config = _hub(o, url, "config.json", b"{}", None)
+    rc, msg, out = run(
+        tmp_path, plain([(config, "config.json")], LOADER_HUB="1", CURL_CA_BUNDLE=ca), shell
+    )
+    assert rc == 0, out
+    assert msg["files"] == [
+        {
+            "name": "config.json",
+            "size": 2,
+            "sha256": hashlib.sha256(b"{}").hexdigest(),
+            "digestSource": "computed",
+        }
+    ]
+
+
+def test_x_linked_etag_is_read_only_from_hub_sources(
+    tmp_path: Path, tls_origin: tuple[Origin, str, str], shell: str
+) -> None:
+    """Any other server's X-Linked-Etag means nothing: it neither fails nor vouches."""
+    o, url, ca = tls_origin
+    other = _hub(o, url, "model.gguf", BODY, "0" * 64)
+    rc, msg, out = run(tmp_path, plain([(other, "model.gguf")], CURL_CA_BUNDLE=ca), shell)
+    assert rc == 0 and msg["files"][0]["digestSource"] == "computed", out
+
+
+def test_a_url_with_brackets_is_one_request(
+    tmp_path: Path, origin: tuple[Origin, str], shell: str
+) -> None:
+    """curl globs `[1-3]` into three URLs unless told --globoff."""
+    o, url = origin
+    o.files["/g[1-3].gguf"] = BODY
+    rc, _, out = run(tmp_path, plain([(f"{url}/g[1-3].gguf", "g.gguf")]), shell)
+    assert rc == 0, out
+    assert [path for path, _ in o.gets] == ["/g[1-3].gguf"]
+
+
+def test_the_report_fits_the_termination_message_and_counts_the_rest(
+    tmp_path: Path, origin: tuple[Origin, str], shell: str
+) -> None:
+    """The kubelet keeps 4096 bytes of a termination message: 80 files with long names
+    cannot all be listed, so the loader lists what fits and says how many it left out."""
+    o, url = origin
+    entries = []
+    for n in range(80):
+        name = f"shard-{n:03d}-of-080-{'x' * 40}.safetensors"
+        o.files[f"/{name}"] = b"%d" % n
+        entries.append((f"{url}/{name}", name))
+    rc, _, out = run(tmp_path, plain(entries), shell)
+    assert rc == 0, out
+    raw = (tmp_path / "termination-log-pod-a").read_bytes()
+    msg = json.loads(raw)
+    assert len(raw) <= 4096
+    assert msg["files"] and msg["filesOmitted"] == 80 - len(msg["files"]) > 0
+    assert len(msg["stagedFiles"]) + msg.get("stagedOmitted", 0) == 80
+    assert len(msg["downloaded"]) + msg.get("downloadedOmitted", 0) == 80
+    # What it lists is what it staged, in order.
+    assert [f["name"] for f in msg["files"]] == [name for _, name in entries][: len(msg["files"])]
+
+
+# -- --hf-endpoint: a local https hub, the controller's own loader --------------------
+
+
+def _pod_env(container: dict[str, Any], secrets: dict[tuple[str, str], str]) -> dict[str, str]:
+    """The env the kubelet gives the container: values, and secretKeyRefs from `secrets`."""
+    env = {}
+    for e in container["env"]:
+        if "value" in e:
+            env[e["name"]] = e["value"]
+        ref = (e.get("valueFrom") or {}).get("secretKeyRef")
+        if ref and (ref["name"], ref["key"]) in secrets:
+            env[e["name"]] = secrets[ref["name"], ref["key"]]
+    return env
+
+
+@pytest.mark.server
+async def test_a_hub_download_from_the_configured_endpoint_is_checked_and_keeps_the_token(
+    tmp_path: Path,
+) -> None:
+    """The controller runs with --hf-endpoint at a local https hub (a stand-in for
+    huggingface.co: it answers `resolve` with a 302 to its CDN and X-Linked-Etag, as the
+    hub does for LFS files). The loader the controller puts in the pod downloads from
+    it, sends HF_TOKEN to it alone (not to the CDN, another host), checks the file
+    against the hub's digest, and refuses a CDN that serves other bytes."""
+    context, ca = _tls(tmp_path)
+    hub, cdn = Origin(), Origin()
+    for hub_url in _serve(hub, context):
+        for cdn_url in _serve(cdn, context):
+            hub.redirects["/org/repo/resolve/main/m.gguf"] = f"{cdn_url}/lfs/m.gguf"
+            hub.linked["/org/repo/resolve/main/m.gguf"] = f'"{SUM}"'
+            cdn.files["/lfs/m.gguf"] = BODY
+            async with dra_cluster(gpus=0, plugin=0, hf_endpoint=hub_url) as (kube, _, _s):
+                await apply_text(
+                    kube,
+                    """
+apiVersion: inference.llmkube.dev/v1alpha1
+kind: Model
+metadata: {name: m}
+spec:
+  source: hf://org/repo/m.gguf
+  sourceSecretRef: {name: hf}
+---
+apiVersion: inference.llmkube.dev/v1alpha1
+kind: InferenceService
+metadata: {name: s}
+spec: {modelRef: m, runtime: llamacpp}
+""",
+                )
+
+                async def loader() -> dict[str, Any] | None:
+                    dep = await kube.get(DEPLOYMENT, "default", "s")
+                    pod = dep["spec"]["template"]["spec"] if dep else {}
+                    found = [
+                        c for c in pod.get("initContainers") or [] if c["name"] == "model-loader"
+                    ]
+                    return found[0] if found else None
+
+                container = await eventually(loader, what="the Deployment's loader")
+            env = _pod_env(container, {("hf", "HF_TOKEN"): "hf_secret"})
+            env["CURL_CA_BUNDLE"] = ca
+            rc, msg, out = run(tmp_path, env)
+            assert rc == 0, out
+            assert msg["files"] == [
+                {"name": "m.gguf", "size": len(BODY), "sha256": SUM, "digestSource": "hub"}
+            ]
+            assert hub.auth == [("/org/repo/resolve/main/m.gguf", "Bearer hf_secret")]
+            assert cdn.auth == [("/lfs/m.gguf", None)]
+            # The CDN serves other bytes than the hub published: nothing is staged.
+            cdn.files["/lfs/m.gguf"] = EVIL
+            (tmp_path / "models/m.gguf").unlink()
+            rc, msg, out = run(tmp_path, env, pod="pod-b")
+            assert rc == 1 and msg["error"] == "Sha256Mismatch", out
+            assert msg["expectedFrom"] == "hub" and msg["actual"] == EVIL_SUM
+            assert not (tmp_path / "models/m.gguf").exists()

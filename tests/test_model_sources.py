@@ -75,7 +75,7 @@ def value(argv: list[str], flag: str) -> str | None:
         ("https://h/\u00e9.gguf", "in printable ASCII"),
         ("hf://org/repo@refs..x", "'..' is not allowed anywhere"),
         ("hf://org--x/repo", "cannot hold '--' or '..'"),
-        ("org/repo/extra", "'repo' or 'org/repo'"),
+        ("org/repo/extra", "has more than two segments"),
         ("s3://Bucket_X/k", "not an S3 bucket name"),
         ("s3://bucket/prefix/", "not a prefix"),
     ],

@@ -10,6 +10,7 @@ they changed, once an object has managed fields (or the request names a fieldMan
 
 from __future__ import annotations
 
+import functools
 import json
 from datetime import UTC, datetime
 from typing import Any
@@ -135,6 +136,22 @@ def object_fields(obj: Obj, schema: Obj | None, builtin: bool, status: bool) -> 
     return fields
 
 
+def _same_but_status(old: Obj, new: Obj) -> bool:
+    """Every field object_fields tracks outside status is the same in both."""
+    keys = (old.keys() | new.keys()) - {"apiVersion", "kind", "metadata", "status"}
+    if any(old.get(k) != new.get(k) for k in keys):
+        return False
+    a, b = old.get("metadata") or {}, new.get("metadata") or {}
+    return all(a.get(k) == b.get(k) for k in (*_SKIPPED_META, "ownerReferences"))
+
+
+def _status_fields(obj: Obj, schema: Obj | None, builtin: bool) -> set[Path]:
+    """object_fields' part under status."""
+    if "status" not in obj:
+        return set()
+    return leaves(obj["status"], _sub(schema, "status"), builtin, ("f:status",))
+
+
 def to_fields_v1(paths: set[Path]) -> Obj:
     root: Obj = {}
     for path in sorted(paths):
@@ -161,13 +178,21 @@ def from_fields_v1(tree: Obj, prefix: Path = ()) -> set[Path]:
     return out
 
 
+@functools.lru_cache(maxsize=4096)
+def _item_key(token: str) -> Obj:
+    """A list item's key from its "k:{...}" token, decoded once per distinct token (the
+    same few recur in every object: a condition's type, a container's name). Read only."""
+    key: Obj = json.loads(token[2:])
+    return key
+
+
 def _lookup(obj: Any, path: Path) -> tuple[bool, Any]:
     node = obj
     for part in path:
         if part.startswith("f:") and isinstance(node, dict) and part[2:] in node:
             node = node[part[2:]]
         elif part.startswith("k:") and isinstance(node, list):
-            want = json.loads(part[2:])
+            want = _item_key(part)
             match = [i for i in node if _matches(i, want)]
             if not match:
                 return False, None
@@ -380,9 +405,19 @@ def record_update(
     subresource: str = "",
 ) -> None:
     """Give `manager` (operation Update) the fields a non-apply write changed, in place."""
-    before = object_fields(old, schema, builtin, status)
-    after = object_fields(new, schema, builtin, status)
-    changed = {p for p in after if _lookup(old, p) != _lookup(new, p)} | (before - after)
+    if status and _same_but_status(old, new):
+        # A status write (the usual one: the status subresource keeps the rest as it
+        # was): only status fields can differ, so only they are compared.
+        rest = object_fields(new, schema, builtin, status=False)
+        before_status = _status_fields(old, schema, builtin)
+        after_status = _status_fields(new, schema, builtin)
+        before, after = rest | before_status, rest | after_status
+        changed = {p for p in after_status if _lookup(old, p) != _lookup(new, p)}
+        changed |= before_status - after_status
+    else:
+        before = object_fields(old, schema, builtin, status)
+        after = object_fields(new, schema, builtin, status)
+        changed = {p for p in after if _lookup(old, p) != _lookup(new, p)} | (before - after)
     entries = [e for e in _entries(old)]
     if not changed:
         # A write that changes no field leaves managedFields (and so the object) as it was.

@@ -2,7 +2,10 @@
 would (reconcilers/sources/loader.py), from the env it was given, against a simulated volume.
 
 A "download" of URL u yields the bytes `simulated_body(u)`, so a test knows the sha256 a
-loader will report. Files written into a PVC stay there for every later pod that mounts
+loader will report. Each file's pin (LOADER_SHA256_<i>) is checked; the report lists every
+file with its digest source: `spec` when pinned, else `hub` for hub sources (LOADER_HUB:
+the simulated hub vouches for every file, as the real one does for LFS files) or
+`computed`. Files written into a PVC stay there for every later pod that mounts
 it (the cache); an emptyDir lives as long as its pod. The result is the loader's
 termination message and exit code, reported as the kubelet does: an init container
 `terminated` (Completed), or, on failure, `waiting` CrashLoopBackOff with the failed run in
@@ -59,34 +62,41 @@ def _volume_key(pod: Obj, container: Obj) -> tuple[str, str]:
 def run_loader(volumes: Volumes, pod: Obj, container: Obj) -> tuple[int, Obj]:
     env = {e["name"]: e["value"] for e in container.get("env") or [] if "value" in e}
     files = volumes.files.setdefault(_volume_key(pod, container), {})
-    key, expected = env.get("LOADER_CACHE_KEY", ""), env.get("LOADER_SHA256")
+    key = env.get("LOADER_CACHE_KEY", "")
+    # The simulated hub vouches for every file it serves (as for LFS files).
+    unpinned = "hub" if env.get("LOADER_HUB") else "computed"
     staged: list[str] = []
     downloaded: list[str] = []
-    primary = ("", 0)
+    report: list[Obj] = []
     for i in range(int(env.get("LOADER_COUNT") or 0)):
         url, rel = env.get(f"LOADER_URL_{i}", ""), env.get(f"LOADER_FILE_{i}", "")
+        pin = env.get(f"LOADER_SHA256_{i}")
         path = f"{env.get('LOADER_DIR', '/models')}/{rel}"
         if path not in files:
             volumes.downloads.append(url)
             body = simulated_body(url)
             digest = hashlib.sha256(body).hexdigest()
-            if i == 0 and expected and digest != expected:
-                return 1, _mismatch(key, rel, expected, digest)
+            if pin and digest != pin:
+                return 1, _mismatch(key, rel, pin, digest)
             files[path] = (digest, len(body))
             downloaded.append(rel)
-        if i == 0:
-            primary = files[path]
-            if expected and primary[0] != expected:
-                return 1, _mismatch(key, rel, expected, primary[0])
+        digest, size = files[path]
+        if pin and digest != pin:
+            return 1, _mismatch(key, rel, pin, digest)
+        source = "spec" if pin else unpinned
+        report.append({"name": rel, "size": size, "sha256": digest, "digestSource": source})
         staged.append(rel)
+    primary = report[0] if report else {"size": 0, "sha256": ""}
     return 0, {
         "cacheKey": key,
         "path": env.get("LOADER_PATH", ""),
-        "size": str(primary[1]),
-        "sha256": primary[0],
+        "size": str(primary["size"]),
+        "sha256": primary["sha256"],
         "stagedFiles": staged,
         "downloaded": downloaded,
         "sourceETag": "",
+        "files": report,
+        "filesOmitted": 0,
     }
 
 
@@ -97,4 +107,5 @@ def _mismatch(key: str, rel: str, expected: str, actual: str) -> Obj:
         "file": rel,
         "expected": expected,
         "actual": actual,
+        "expectedFrom": "spec",
     }

@@ -97,6 +97,7 @@ async def _deployment(
         store=plan.store,
         fs_group=ctx.settings.default_fs_group,
         restricted=restricted_namespace(ctx.cache, isvc["metadata"]["namespace"]),
+        hub=ctx.settings.hf_endpoint,
     )
     if plan.claimed is not None:
         annotations = desired["metadata"].setdefault("annotations", {})
@@ -126,6 +127,7 @@ async def _members(
         store=plan.store,
         fs_group=ctx.settings.default_fs_group,
         restricted=restricted_namespace(ctx.cache, isvc["metadata"]["namespace"]),
+        hub=ctx.settings.hf_endpoint,
     )
     wanted = {p["metadata"]["name"] for p in pods}
     ready = 0

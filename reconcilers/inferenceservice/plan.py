@@ -109,7 +109,12 @@ def plan(
     # and the Deployment's pods run this same command.
     store = store_for(isvc, service, model, settings.model_cache)
     placement = model_location(
-        model, service.runtime, settings.allowed_host_path_roots, store, service.hf_token
+        model,
+        service.runtime,
+        settings.allowed_host_path_roots,
+        store,
+        service.hf_token,
+        settings.hf_endpoint,
     )
     model_arg = placement.arg
     command = runtime_command(

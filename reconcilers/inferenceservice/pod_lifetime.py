@@ -42,10 +42,10 @@ def _ready(pod: Obj) -> bool:
     )
 
 
-def _settled(dep: Obj) -> bool:
+def rollout_settled(dep: Obj) -> bool:
     """The rollout is done and every replica is up to date, ready and available."""
     meta, status = dep["metadata"], dep.get("status") or {}
-    want = int(dep["spec"].get("replicas", 1))
+    want = int((dep.get("spec") or {}).get("replicas", 1))
     return (
         bool(meta.get("generation"))
         and status.get("observedGeneration") == meta.get("generation")
@@ -81,7 +81,7 @@ async def recycle_expired(
         return 0.0
     ns, name = isvc["metadata"]["namespace"], isvc["metadata"]["name"]
     dep = ctx.cache.get(DEPLOYMENT, ns, name)
-    if dep is None or not _settled(dep):
+    if dep is None or not rollout_settled(dep):
         return 0.0
     pods = [
         p

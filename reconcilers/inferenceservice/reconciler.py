@@ -59,6 +59,7 @@ from reconcilers.inferenceservice.apply import apply
 from reconcilers.inferenceservice.plan import observe, plan
 from reconcilers.inferenceservice.pod_lifetime import recycle_expired
 from reconcilers.inferenceservice.pods import index_pods
+from reconcilers.inferenceservice.predicates import deployment_status, read_changed
 from reconcilers.inferenceservice.status import (
     has_workload,
     write_blocked,
@@ -68,6 +69,7 @@ from reconcilers.inferenceservice.status import (
 from reconcilers.ownership import MANAGED_BY, MANAGER, SERVICE_LABEL
 from reconcilers.quota.index import admission_changes
 from reconcilers.sources.cache_claim import ClaimMaker
+from reconcilers.writes.apply import own_writes
 
 OWNED_SELECTOR = f"{MANAGED_BY}={MANAGER}"
 NOT_OWNED_RECHECK = 60.0
@@ -91,6 +93,11 @@ class InferenceServiceReconciler:
         return INFERENCE_SERVICE
 
     def watches(self) -> list[Watch]:
+        # A service's own objects: neither our own write coming back through the watch
+        # (OwnWrites) nor an update of what a reconcile does not read (predicates.py)
+        # wakes it; a pod's every change does (its status is the service's).
+        writes = own_writes(self.ctx.cache)
+        owned = read_changed()
         return [
             Watch(INFERENCE_SERVICE, self._itself),
             # Every event, status too (DRA allocation moves the charge): the services whose
@@ -107,11 +114,26 @@ class InferenceServiceReconciler:
             Watch(
                 RESOURCE_CLAIM_TEMPLATE, lambda e: self._using_claim(e, "resourceClaimTemplateName")
             ),
-            Watch(DEPLOYMENT, self._owner, OWNED_SELECTOR),
-            Watch(SERVICE, self._owner, OWNED_SELECTOR),
-            Watch(HORIZONTAL_POD_AUTOSCALER, self._owner, OWNED_SELECTOR),
-            Watch(POD_DISRUPTION_BUDGET, self._owner, OWNED_SELECTOR),
-            Watch(POD, self._pod_owner, OWNED_SELECTOR),
+            Watch(
+                DEPLOYMENT,
+                self._owner,
+                OWNED_SELECTOR,
+                (writes.follow(DEPLOYMENT), read_changed(deployment_status)),
+            ),
+            Watch(SERVICE, self._owner, OWNED_SELECTOR, (writes.follow(SERVICE), owned)),
+            Watch(
+                HORIZONTAL_POD_AUTOSCALER,
+                self._owner,
+                OWNED_SELECTOR,
+                (writes.follow(HORIZONTAL_POD_AUTOSCALER), owned),
+            ),
+            Watch(
+                POD_DISRUPTION_BUDGET,
+                self._owner,
+                OWNED_SELECTOR,
+                (writes.follow(POD_DISRUPTION_BUDGET), owned),
+            ),
+            Watch(POD, self._pod_owner, OWNED_SELECTOR, (writes.follow(POD),)),
             # KEP-5004 and Kueue's verdict read DeviceClasses (cluster-wide, rarely changed).
             Watch(DEVICE_CLASS, self._all_services),
         ]
@@ -164,17 +186,24 @@ class InferenceServiceReconciler:
             if _model_ref(isvc) in models:
                 yield self._request(ns, isvc["metadata"]["name"])
 
+    def _known(self, ns: str, name: str) -> Iterable[Request]:
+        """A service's request, when the service is in the cache: a reconcile of one that
+        is not does nothing, and one created later is reconciled for its own ADDED event
+        (e.g. pods listed at start-up before their service exists, or left after it)."""
+        if self.ctx.cache.get(INFERENCE_SERVICE, ns, name) is not None:
+            yield self._request(ns, name)
+
     def _owner(self, event: Event) -> Iterable[Request]:
         ns, _ = object_key(event.obj)
         for ref in event.obj.get("metadata", {}).get("ownerReferences") or []:
             if ref.get("kind") == INFERENCE_SERVICE.kind and ref.get("controller"):
-                yield self._request(ns, ref["name"])
+                yield from self._known(ns, ref["name"])
 
     def _pod_owner(self, event: Event) -> Iterable[Request]:
         ns, _ = object_key(event.obj)
         name = (event.obj.get("metadata", {}).get("labels") or {}).get(SERVICE_LABEL)
         if name:
-            yield self._request(ns, name)
+            yield from self._known(ns, name)
 
     # -- reconcile ------------------------------------------------------------------
 

@@ -6,6 +6,7 @@ Pure functions from the specs to the objects the reconciler makes exist.
 from __future__ import annotations
 
 from api import InferenceServiceSpec, ModelSpec
+from api.source import HF_ENDPOINT
 from objtypes import Obj
 from reconcilers.inferenceservice.pod_fields import apply_pod_fields, deployment_fields
 from reconcilers.ownership import (
@@ -15,7 +16,14 @@ from reconcilers.ownership import (
     owned_metadata,
 )
 from reconcilers.pod_security import DEFAULT_FS_GROUP, harden
-from reconcilers.sources.loader import EPHEMERAL, MODEL_DIR, Store, hf_token_env, secret_env
+from reconcilers.sources.loader import (
+    EPHEMERAL,
+    MODEL_DIR,
+    Store,
+    hf_token_env,
+    needs_loader,
+    secret_env,
+)
 from reconcilers.sources.placement import Placement, model_placement
 from runtimes.command import Member, RuntimeCommand, runtime_command
 from runtimes.gpu import GPUAttachment, gpu_attachment, uses_gpu
@@ -37,10 +45,11 @@ def model_location(
     roots: tuple[str, ...] = (),
     store: Store = EPHEMERAL,
     hf_token: tuple[str, str] | None = None,
+    hub: str = HF_ENDPOINT,
 ) -> Placement:
     """What the runtime loads and the volumes and init container behind it; raises
     SourceNotAllowed for a host path outside `roots` (--allowed-host-path-roots)."""
-    return model_placement(model, runtime, roots, store, hf_token)
+    return model_placement(model, runtime, roots, store, hf_token, hub)
 
 
 def runtime_mounts(placement: Placement, service: InferenceServiceSpec) -> list[MountedPath]:
@@ -76,6 +85,7 @@ def _container(
     model: ModelSpec,
     attach: GPUAttachment,
     mounts: list[Obj],
+    hub: str = HF_ENDPOINT,
 ) -> Obj:
     resources: Obj = {}
     # The InferenceService's resources win over the Model's (LLMKube's order).
@@ -116,21 +126,31 @@ def _container(
             container["livenessProbe"] = liveness_probe(rt)
     if rt.command:
         container["command"] = rt.command
-    tokens = _hf_token_env(service, model)
-    env = [*rt.env, *tokens, *(dict(e) for e in service.pod.env)]
+    tokens = _hf_token_env(service, model, hub)
+    env = [*rt.env, *_hub_env(model, hub), *tokens, *(dict(e) for e in service.pod.env)]
     if env:
         container["env"] = env
     return container
 
 
-def _hf_token_env(service: InferenceServiceSpec, model: ModelSpec) -> list[Obj]:
+def _hub_env(model: ModelSpec, hub: str) -> list[Obj]:
+    """HF_ENDPOINT for a runtime that downloads a hub repo itself (huggingface_hub, TGI's
+    hf-hub and llama.cpp's -hf all read it), where the operator names another hub."""
+    if hub == HF_ENDPOINT or model.location.kind != "hub" or needs_loader(model):
+        return []
+    return [{"name": "HF_ENDPOINT", "value": hub}]
+
+
+def _hf_token_env(service: InferenceServiceSpec, model: ModelSpec, hub: str) -> list[Obj]:
     """HF_TOKEN for the runtimes that download from the hub (vLLM, SGLang, TGI): from
     <runtime>Config.hfTokenSecretRef, else the Model's sourceSecretRef of an hf source.
     A secretKeyRef: the value is never copied into the pod spec."""
     if service.runtime == "llamacpp":
         return []
     token = (
-        secret_env("HF_TOKEN", *service.hf_token) if service.hf_token else hf_token_env(model, None)
+        secret_env("HF_TOKEN", *service.hf_token)
+        if service.hf_token
+        else hf_token_env(model, None, hub)
     )
     if token is None:
         return []
@@ -166,12 +186,13 @@ def pod_spec(
     store: Store = EPHEMERAL,
     fs_group: int = DEFAULT_FS_GROUP,
     restricted: bool = False,
+    hub: str = HF_ENDPOINT,
 ) -> Obj:
     """rt: the runtime command already built from these arguments, if the caller has it;
     roots: the operator's --allowed-host-path-roots; store: where the loader writes;
     fs_group: the operator's --default-fsgroup; restricted: the namespace enforces Pod
-    Security `restricted` (pod_security.py)."""
-    placement = model_location(model, service.runtime, roots, store, service.hf_token)
+    Security `restricted` (pod_security.py); hub: the operator's --hf-endpoint."""
+    placement = model_location(model, service.runtime, roots, store, service.hf_token, hub)
     if rt is None:
         rt = runtime_command(
             service, model, placement.arg, model_name, claimed_devices, member, placement.mmproj
@@ -182,7 +203,7 @@ def pod_spec(
         volumes.insert(0, placement.store.volume())
         mounts.insert(0, placement.store.runtime_mount())
     spec: Obj = {
-        "containers": [_container(rt, service, model, attach, mounts)],
+        "containers": [_container(rt, service, model, attach, mounts, hub)],
         "volumes": volumes,
         **_scheduling(service),
     }
@@ -215,6 +236,7 @@ def build_deployment(
     store: Store = EPHEMERAL,
     fs_group: int = DEFAULT_FS_GROUP,
     restricted: bool = False,
+    hub: str = HF_ENDPOINT,
 ) -> Obj:
     name = isvc["metadata"]["name"]
     template_meta: Obj = {"labels": pod_labels(isvc, service)}
@@ -249,6 +271,7 @@ def build_deployment(
                     store=store,
                     fs_group=fs_group,
                     restricted=restricted,
+                    hub=hub,
                 ),
             },
         },
@@ -277,6 +300,7 @@ def build_member_pods(
     store: Store = EPHEMERAL,
     fs_group: int = DEFAULT_FS_GROUP,
     restricted: bool = False,
+    hub: str = HF_ENDPOINT,
 ) -> list[Obj]:
     """multiNode: one pod per member, pinned with nodeName (device-plugin GPUs only).
 
@@ -301,6 +325,7 @@ def build_member_pods(
             store=store,
             fs_group=fs_group,
             restricted=restricted,
+            hub=hub,
         )
         spec["nodeName"] = member.node
         spec["hostname"] = f"{name}-{rank}"

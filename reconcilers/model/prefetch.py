@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from api import ModelSpec
 from api import conditions as c
+from api.source import HF_ENDPOINT
 from controller.resources import JOB, MODEL
 from objtypes import Obj
 from reconcilers.context import Context
@@ -32,13 +33,18 @@ def job_name(name: str, model: ModelSpec) -> str:
 
 
 def build_job(
-    obj: Obj, model: ModelSpec, fs_group: int = DEFAULT_FS_GROUP, restricted: bool = False
+    obj: Obj,
+    model: ModelSpec,
+    fs_group: int = DEFAULT_FS_GROUP,
+    restricted: bool = False,
+    hub: str = HF_ENDPOINT,
 ) -> Obj:
     """fs_group: the operator's --default-fsgroup; restricted: the namespace enforces Pod
-    Security `restricted`; the pod is hardened as a serving pod (pod_security.py), with
-    the cache prep before the loader where it may run as root."""
+    Security `restricted`; hub: the operator's --hf-endpoint. The pod is hardened as a
+    serving pod (pod_security.py), with the cache prep before the loader where it may
+    run as root."""
     meta = obj["metadata"]
-    loading = loader_for(model, Store(SHARED_CLAIM))
+    loading = loader_for(model, Store(SHARED_CLAIM), hub=hub)
     assert loading is not None, "only a Model a loader stages is prefetched"
     labels = {MANAGED_BY: MANAGER, MODEL_LABEL: meta["name"]}
     pod: Obj = {
@@ -92,7 +98,9 @@ async def ensure_prefetch(
         )
     await _claims.create(ctx, shared_claim(obj["metadata"]["namespace"], settings))
     restricted = restricted_namespace(ctx.cache, obj["metadata"]["namespace"])
-    desired = build_job(obj, model, ctx.settings.default_fs_group, restricted)
+    desired = build_job(
+        obj, model, ctx.settings.default_fs_group, restricted, ctx.settings.hf_endpoint
+    )
     uid = obj["metadata"]["uid"]
     ns, name = desired["metadata"]["namespace"], desired["metadata"]["name"]
     live = ctx.cache.get(JOB, ns, name) or await ctx.client.get(JOB, ns, name)

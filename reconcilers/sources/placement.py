@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from api import ModelSpec
-from api.source import host_path_error
+from api.source import HF_ENDPOINT, host_path_error
 from objtypes import Obj
 from reconcilers.sources.loader import EPHEMERAL, Store, loader_for
 
@@ -60,12 +60,13 @@ def model_placement(
     roots: tuple[str, ...] = (),
     store: Store = EPHEMERAL,
     hf_token: tuple[str, str] | None = None,
+    hub: str = HF_ENDPOINT,
 ) -> Placement:
     """The model argument and its volumes; raises SourceNotAllowed for a host path outside
     `roots` (the operator's --allowed-host-path-roots). store: where a loader writes;
-    hf_token: the service's hfTokenSecretRef (Secret, key)."""
+    hf_token: the service's hfTokenSecretRef (Secret, key); hub: the --hf-endpoint."""
     source = model.location
-    loading = loader_for(model, store, runtime, hf_token)
+    loading = loader_for(model, store, runtime, hf_token, hub)
     if loading is not None:  # a one-file source, or spec.files
         return Placement(loading.path, loader=loading.container, store=store, mmproj=loading.mmproj)
     if source.kind == "hub":

@@ -20,19 +20,27 @@ which a comparison with the live object would miss); otherwise, a field we apply
 differs in the live object (someone edited it) is put back.
 
 Objects we do not own (no controller ownerReference to our object) are never touched.
+
+Each apply's answer is remembered (OwnWrites) for the watches that follow its resource:
+the watch event carrying the object at that resourceVersion is our own write coming
+back, which the reconcile that made it has already read.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import json
+from collections.abc import Iterator
 from typing import Any
 
 from controller.cache import Cache
 from controller.errors import ApiError
+from controller.informer import ADDED, DELETED, Event
 from controller.kube import KubeClient
-from controller.resources import ResourceType
+from controller.reconcile import Predicate
+from controller.resources import ResourceType, object_key
 from objtypes import Obj
 
 HASH_ANNOTATION = "inference.llmkube.dev/desired-hash"
@@ -42,6 +50,96 @@ APPLY_PATCH = "application/apply-patch+yaml"
 # manager's extra items in these lists are not a difference from what we apply.
 _ITEM_KEYS = ("containerPort", "port", "mountPath", "name")
 _PORT_KEYS = ("containerPort", "port")
+
+
+class OwnWrites:
+    """Our own writes of owned objects, recognised when the watch brings them back.
+
+    A write's watch event (ADDED for a create, MODIFIED for an update) carries the object
+    as the write made it, which the reconcile that wrote it reads from the answer: waking
+    that reconcile again would redo the same work to the same end. Two cases:
+
+    - the answer came first: its resourceVersion is remembered until the event at that
+      resourceVersion is seen (an event at any other one, another writer's change or ours
+      superseded, is not an echo);
+    - the event came first (the watch and the request travel on different connections):
+      an ADDED event while our create of that object is in flight is dropped. The
+      reconcile that creates it reads the create's answer, or after a 409 (someone else
+      created it) its own GET, both at least as new; if the create fails, the reconcile
+      fails and is retried from the cache. An update's early echo is not told apart: it
+      costs one more reconcile.
+
+    Only the resource types a watch follows are remembered (an entry nobody consumes
+    would stay), at most one entry per object; the entry goes when its echo or the
+    object's DELETED event is seen, or is replaced by our next write of the object.
+    """
+
+    def __init__(self, cache: Cache) -> None:
+        self._cache = cache
+        self._followed: set[ResourceType] = set()
+        self._written: dict[tuple[ResourceType, str, str], str] = {}
+        self._creating: set[tuple[ResourceType, str, str]] = set()
+
+    def __len__(self) -> int:
+        return len(self._written)
+
+    def follow(self, rt: ResourceType) -> Predicate:
+        """A watch predicate for rt: False for the echo of our own write, True otherwise."""
+        self._followed.add(rt)
+
+        def not_an_echo(event: Event) -> bool:
+            return not self.echo(rt, event)
+
+        return not_an_echo
+
+    @contextlib.contextmanager
+    def creating(self, rt: ResourceType, ns: str, name: str) -> Iterator[None]:
+        """While our create of the object is on its way."""
+        key = (rt, ns, name)
+        if rt not in self._followed:
+            yield
+            return
+        self._creating.add(key)
+        try:
+            yield
+        finally:
+            self._creating.discard(key)
+
+    def wrote(self, rt: ResourceType, obj: Obj) -> None:
+        """obj is what a write of ours answered."""
+        if rt not in self._followed:
+            return
+        ns, name = object_key(obj)
+        rv = (obj.get("metadata") or {}).get("resourceVersion")
+        cached = self._cache.get(rt, ns, name)
+        if not rv or (cached is not None and cached["metadata"].get("resourceVersion") == rv):
+            # The echo came before the answer (or the apply changed nothing): no event
+            # at this resourceVersion is still to come.
+            self._written.pop((rt, ns, name), None)
+            return
+        self._written[rt, ns, name] = rv
+
+    def echo(self, rt: ResourceType, event: Event) -> bool:
+        """Is this event our own write of the object coming back? (Consumed once.)"""
+        ns, name = object_key(event.obj)
+        key = (rt, ns, name)
+        if event.type == ADDED and key in self._creating:
+            return True
+        written = self._written.get(key)
+        if written is None:
+            return False
+        if event.type == DELETED:
+            del self._written[key]
+            return False
+        if event.obj["metadata"].get("resourceVersion") != written:
+            return False
+        del self._written[key]
+        return True
+
+
+def own_writes(cache: Cache) -> OwnWrites:
+    """The cache's one OwnWrites (shared by ensure and the watches' predicates)."""
+    return cache.extension("own-writes", OwnWrites)
 
 
 class NotOwned(Exception):
@@ -173,7 +271,9 @@ async def ensure(
     live = cache.get(rt, ns, name) or await client.get(rt, ns, name)
     if live is None:
         try:
-            return await apply(client, rt, desired, force=False)
+            with own_writes(cache).creating(rt, ns, name):
+                created = await apply(client, rt, desired, force=False)
+            return _remembered(cache, rt, created)
         except ApiError as e:
             if not e.conflict:
                 raise
@@ -185,7 +285,12 @@ async def ensure(
         raise NotOwned(rt, name)
     if in_sync(desired, live):
         return live
-    return await apply(client, rt, desired, force=True)
+    return _remembered(cache, rt, await apply(client, rt, desired, force=True))
+
+
+def _remembered(cache: Cache, rt: ResourceType, written: Obj) -> Obj:
+    own_writes(cache).wrote(rt, written)
+    return written
 
 
 async def ensure_or_remove(

@@ -1,0 +1,307 @@
+"""The server's ceiling for InferenceServices whose pods exist: the product's writes for
+each service, sent by the least code (plain aiohttp, as bench.ceiling for Models).
+
+What the product writes for a new service is taken from the product itself, once per
+distinct (namespace, spec): its InferenceService reconciler runs in this process on a
+prototype service (its Model, Namespace and the DeviceClasses as listed at start, no
+pods: a service's pods that its Deployment does not own change none of these writes)
+against a client that records instead of sending. The recorded requests (server-side
+apply of the Deployment, the Service and the PodDisruptionBudget, the status merge
+patch) are kept as JSON text, and so are the Events it would record. For each service
+the watch brings without a status, a worker sends those requests in the same order
+with the service's name, namespace and uid put in (and the conditions' time made
+now), then hands its Events to 8 writers, as the product's recorder does. Not sent:
+the product's look-ups before a create (a GET of each object missing from its cache),
+which are reads; its desired-hash annotation keeps the prototype's value (same size).
+No cache, no queue semantics, no retries: whatever the product does beyond this is
+overhead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import sys
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, cast
+
+import aiohttp
+
+from controller.cache import Cache
+from controller.clock import now as utc_now
+from controller.events import EventRecorder
+from controller.kube import MERGE_PATCH, KubeClient
+from controller.reconcile import Request
+from controller.resources import (
+    DEVICE_CLASS,
+    INFERENCE_SERVICE,
+    MODEL,
+    NAMESPACE,
+    ResourceType,
+    object_key,
+)
+from controller.transport import dumps
+from objtypes import Obj
+from reconcilers.context import Context
+from reconcilers.inferenceservice.reconciler import InferenceServiceReconciler
+from reconcilers.settings import Settings
+from reconcilers.writes.status import StatusWriter
+
+from .ceiling import Busy, Connection
+
+# The prototype's name, namespace and uid: tokens that appear nowhere else in a write.
+NAME = "llmkube-prototype-svc"
+NS = "llmkube-prototype-ns"
+UID = "0d1c7e5a-9b2f-4c3e-8a61-prototype000"
+
+
+@dataclass(frozen=True)
+class Write:
+    method: str
+    path: str  # with the tokens
+    query: tuple[tuple[str, str], ...]
+    body: str  # JSON with the tokens
+    content_type: str
+
+
+@dataclass(frozen=True)
+class Prototype:
+    writes: tuple[Write, ...]
+    events: tuple[tuple[str, str, str], ...]  # type, reason, message (with the tokens)
+    stamp: str  # the conditions' time when it was recorded ("" if none)
+
+
+class _Objects(Cache):
+    """A cache that holds what it is given (no informers)."""
+
+    def __init__(self, objects: Iterable[tuple[ResourceType, Obj]]) -> None:
+        super().__init__()
+        self._objects: dict[ResourceType, dict[tuple[str, str], Obj]] = {}
+        for rt, obj in objects:
+            self._objects.setdefault(rt, {})[object_key(obj)] = obj
+
+    def get(self, rt: ResourceType, namespace: str, name: str) -> Obj | None:
+        return self._objects.get(rt, {}).get((namespace, name))
+
+    def list(self, rt: ResourceType, namespace: str | None = None) -> list[Obj]:
+        found = self._objects.get(rt, {}).items()
+        return [o for (ns, _), o in found if namespace is None or ns == namespace]
+
+
+class _Recording:
+    """The client as the reconciler calls it: records each write, finds nothing."""
+
+    def __init__(self) -> None:
+        self.writes: list[Write] = []
+
+    async def get(self, rt: ResourceType, namespace: str | None, name: str) -> Obj | None:
+        return None
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: dict[str, str] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+    ) -> Obj:
+        self.writes.append(
+            Write(method, path, tuple((query or {}).items()), dumps(body).decode(), content_type)
+        )
+        answer: Obj = json.loads(json.dumps(body)) if isinstance(body, dict) else {}
+        answer.setdefault("metadata", {}).update(resourceVersion="1", uid=str(uuid.uuid4()))
+        return answer
+
+    async def patch(
+        self,
+        rt: ResourceType,
+        namespace: str | None,
+        name: str,
+        patch: Obj,
+        *,
+        subresource: str = "",
+        content_type: str = MERGE_PATCH,
+    ) -> Obj:
+        path = rt.object_path(namespace, name, subresource)
+        return await self.request("PATCH", path, body=patch, content_type=content_type)
+
+    async def delete(self, rt: ResourceType, namespace: str | None, name: str) -> None:
+        self.writes.append(Write("DELETE", rt.object_path(namespace, name), (), "", ""))
+
+
+class _Events:
+    """The recorder as the status writer calls it: keeps each Event."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str, str]] = []
+
+    def emit(self, obj: Obj, type_: str, reason: str, message: str) -> None:
+        self.events.append((type_, reason, message))
+
+    async def record(self, obj: Obj, type_: str, reason: str, message: str) -> None:
+        self.emit(obj, type_, reason, message)
+
+
+async def prototype(service: Obj, objects: list[tuple[ResourceType, Obj]]) -> Prototype:
+    """What the product writes for `service` (as it is on the watch, without status),
+    given the Models, Namespaces and DeviceClasses the server holds."""
+    ns = service["metadata"]["namespace"]
+    proto = {
+        "apiVersion": INFERENCE_SERVICE.api_version,
+        "kind": INFERENCE_SERVICE.kind,
+        "metadata": {
+            "name": NAME,
+            "namespace": NS,
+            "uid": UID,
+            "generation": service["metadata"].get("generation", 1),
+            "resourceVersion": "1",
+        },
+        "spec": service.get("spec"),
+    }
+    held: list[tuple[ResourceType, Obj]] = [(INFERENCE_SERVICE, proto)]
+    for rt, obj in objects:
+        if rt == MODEL and obj["metadata"].get("namespace") == ns:
+            obj = {**obj, "metadata": {**obj["metadata"], "namespace": NS}}
+        elif rt == NAMESPACE and obj["metadata"]["name"] == ns:
+            obj = {**obj, "metadata": {**obj["metadata"], "name": NS}}
+        elif rt != DEVICE_CLASS:
+            continue
+        held.append((rt, obj))
+    client, events = _Recording(), _Events()
+    kube, recorder = cast(KubeClient, client), cast(EventRecorder, events)
+    ctx = Context(kube, _Objects(held), recorder, StatusWriter(kube, recorder), Settings())
+    await InferenceServiceReconciler(ctx).reconcile(
+        Request(InferenceServiceReconciler.name, NS, NAME)
+    )
+    stamp = ""
+    for w in client.writes:
+        if w.path.endswith("/status"):
+            for c in json.loads(w.body)["status"].get("conditions") or []:
+                stamp = c.get("lastTransitionTime") or stamp
+    # The same Event twice is written once (the recorder folds it into one, counted 2).
+    return Prototype(tuple(client.writes), tuple(dict.fromkeys(events.events)), stamp)
+
+
+def _fill(text: str, name: str, ns: str, uid: str, stamp: str, now: str) -> str:
+    text = text.replace(UID, uid).replace(NS, ns).replace(NAME, name)
+    return text.replace(stamp, now) if stamp else text
+
+
+def _event(service: Obj, type_: str, reason: str, message: str) -> Obj:
+    meta = service["metadata"]
+    now = utc_now()
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": f"{meta['name']}.{uuid.uuid4().hex[:10]}"},
+        "involvedObject": {
+            "apiVersion": service.get("apiVersion"),
+            "kind": service.get("kind"),
+            "name": meta["name"],
+            "namespace": meta["namespace"],
+            "uid": meta.get("uid"),
+        },
+        "type": type_,
+        "reason": reason,
+        "message": message,
+        "source": {"component": "ceiling", "host": socket.gethostname()},
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "count": 1,
+    }
+
+
+async def _list(session: aiohttp.ClientSession, rt: ResourceType) -> list[Obj]:
+    async with session.get(rt.collection_path()) as r:
+        if r.status == 404:  # a server without the API (DeviceClasses)
+            return []
+        r.raise_for_status()
+        items: list[Obj] = (await r.json()).get("items") or []
+    return items
+
+
+async def run(
+    server: Connection,
+    workers: int,
+    events: int,
+    ready: asyncio.Event,
+    busy: Busy,
+    event_writers: int = 8,
+) -> None:
+    """events: 0 sends none (as --events 0 for the product); otherwise all it records."""
+    connector = aiohttp.TCPConnector(limit=workers + event_writers + 2, ssl=server.tls or False)
+    timeout = aiohttp.ClientTimeout(total=None, sock_read=None)
+    async with aiohttp.ClientSession(server.url, connector=connector, timeout=timeout) as session:
+        objects = [
+            (rt, obj) for rt in (MODEL, NAMESPACE, DEVICE_CLASS) for obj in await _list(session, rt)
+        ]
+        prototypes: dict[tuple[str, str], Prototype] = {}
+        todo: asyncio.Queue[Obj] = asyncio.Queue()
+        to_post: asyncio.Queue[tuple[Obj, tuple[str, str, str]]] = asyncio.Queue()
+
+        async def event_writer() -> None:
+            while True:
+                service, (type_, reason, message) = await to_post.get()
+                with busy:
+                    ns = service["metadata"]["namespace"]
+                    body = _event(service, type_, reason, message)
+                    async with session.post(f"/api/v1/namespaces/{ns}/events", json=body) as r:
+                        await r.read()
+
+        async def worker() -> None:
+            while True:
+                service = await todo.get()
+                with busy:
+                    meta = service["metadata"]
+                    name, ns, uid = meta["name"], meta["namespace"], meta["uid"]
+                    key = (ns, json.dumps(service.get("spec"), sort_keys=True))
+                    proto = prototypes.get(key)
+                    if proto is None:
+                        proto = prototypes[key] = await prototype(service, objects)
+                    now = utc_now()
+                    for w in proto.writes:
+                        path = _fill(w.path, name, ns, uid, "", now)
+                        body = _fill(w.body, name, ns, uid, proto.stamp, now).encode()
+                        headers = {"Content-Type": w.content_type} if w.content_type else {}
+                        async with session.request(
+                            w.method, path, params=w.query, data=body or None, headers=headers
+                        ) as r:
+                            answer = await r.read()
+                            if r.status >= 400:  # said on stderr, which the harness quotes
+                                print(
+                                    f"ceiling: {w.method} {path}: {r.status} {answer[:300]!r}",
+                                    file=sys.stderr,
+                                    flush=True,
+                                )
+                    for type_, reason, message in proto.events if events else ():
+                        message = _fill(message, name, ns, uid, "", now)
+                        to_post.put_nowait((service, (type_, reason, message)))
+
+        busy.queues = [todo, to_post]
+        tasks = [asyncio.create_task(worker()) for _ in range(workers)]
+        tasks += [asyncio.create_task(event_writer()) for _ in range(event_writers)]
+        path = INFERENCE_SERVICE.collection_path()
+        try:
+            async with session.get(path) as r:
+                listed = await r.json()
+            for obj in listed["items"]:
+                if not obj.get("status"):
+                    todo.put_nowait(obj)
+            rv = listed["metadata"]["resourceVersion"]
+            ready.set()
+            while True:
+                query = {"watch": "1", "resourceVersion": rv, "timeoutSeconds": "3600"}
+                async with session.get(path, params=query) as r:
+                    async for line in r.content:
+                        event = json.loads(line)
+                        obj = event["object"]
+                        rv = obj["metadata"].get("resourceVersion", rv)
+                        if event["type"] == "ADDED" and not obj.get("status"):
+                            todo.put_nowait(obj)
+        finally:
+            for t in tasks:
+                t.cancel()
