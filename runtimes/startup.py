@@ -30,6 +30,50 @@ ALIASES = {
 }
 
 
+class _Argv:
+    """The argv as the runtime's parser reads it, resolved once for all the rules."""
+
+    def __init__(self, runtime: str, rt: RuntimeCommand) -> None:
+        self.runtime = runtime
+        self.options = list(resolve(runtime, tuple(rt.args)))
+
+    def _names(self, option: str) -> tuple[str, ...]:
+        return ALIASES.get((self.runtime, option), (option,))
+
+    def given(self, option: str) -> bool:
+        """Whether the parser reads `option` (any spelling it resolves)."""
+        names = self._names(option)
+        return any(o.option in names for o in self.options)
+
+    def last_value(self, option: str) -> str | None:
+        """The value the parser keeps for an option: the last one given."""
+        names = self._names(option)
+        values = [o.value for o in self.options if o.option in names]
+        return values[-1] if values else None
+
+    def switch(self, positive: str) -> bool:
+        """A vLLM boolean as its argparse leaves it (vllm/utils/argparse_utils.py: --x,
+        and --no-x and the --enable-/--disable- inverse set it off; the last word wins)."""
+        stem = positive.removeprefix("--")
+        inverse = "--disable-" + stem[7:] if stem.startswith("enable-") else "--enable-" + stem[8:]
+        state = False
+        for o in self.options:
+            if o.option == positive:
+                state = True
+            elif o.option in (f"--no-{stem}", inverse):
+                state = False
+        return state
+
+
+def _divisors(n: int) -> str:
+    return ", ".join(str(d) for d in range(1, n + 1) if n % d == 0)
+
+
+def _next_multiple(size: int, n: int) -> int:
+    """The least multiple of size that is at least n."""
+    return size * -(-n // size)
+
+
 def _where(runtime: str, service: InferenceServiceSpec, option: str, field: str | None) -> str:
     """Where an option's value comes from: the user's extraArgs win over the typed field."""
     extra = user_args(runtime, normalize_user_args(runtime, service.extra_args))
@@ -41,13 +85,13 @@ def _where(runtime: str, service: InferenceServiceSpec, option: str, field: str 
 def sglang_problems(service: InferenceServiceSpec, rt: RuntimeCommand) -> list[str]:
     """Relations SGLang 0.5.23 asserts while it resolves its arguments, before it loads
     anything (python/sglang/srt/arg_groups/parallel_hook.py, run by pipeline.py)."""
-    opts = user_args("sglang", tuple(rt.args))
+    opts, argv = user_args("sglang", tuple(rt.args)), _Argv("sglang", rt)
     tp = int_value(opts.value("--tp-size")) or 1
     problems = []
     # handle_deprecated_dp_attention turns `--enable-dp-attention --dp-size N` into
     # --attn-dp-size N (where --attn-dp-size is 1); handle_data_parallelism then asserts
     # `tp_size % attn_dp_size == 0`: each attention group takes an equal share of the TP ranks.
-    attn_dp, option = int_value(_last_value("sglang", "--attn-dp-size", rt)) or 1, "--attn-dp-size"
+    attn_dp, option = int_value(argv.last_value("--attn-dp-size")) or 1, "--attn-dp-size"
     if attn_dp == 1 and "--enable-dp-attention" in rt.args:
         attn_dp, option = int_value(opts.value("--dp-size")) or 1, "--dp-size"
     if attn_dp > 1 and tp % attn_dp:
@@ -63,7 +107,7 @@ def sglang_problems(service: InferenceServiceSpec, rt: RuntimeCommand) -> list[s
             )
         )
     # handle_context_parallelism: `--moe-dp-size` > 1 asserts tp_size % moe_dp_size == 0.
-    moe_dp = int_value(_last_value("sglang", "--moe-dp-size", rt)) or 1
+    moe_dp = int_value(argv.last_value("--moe-dp-size")) or 1
     if moe_dp > 1 and tp % moe_dp:
         problems.append(
             _not_a_multiple(
@@ -76,8 +120,8 @@ def sglang_problems(service: InferenceServiceSpec, rt: RuntimeCommand) -> list[s
         )
     # handle_context_parallelism: --enable-prefill-cp without --cp-strategy raises
     # "--cp-strategy must be set when --enable-prefill-cp is enabled".
-    prefill_cp = _given("sglang", "--enable-prefill-cp", rt)
-    if prefill_cp and not _given("sglang", "--cp-strategy", rt):
+    prefill_cp = argv.given("--enable-prefill-cp")
+    if prefill_cp and not argv.given("--cp-strategy"):
         problems.append(
             f"{_where('sglang', service, '--enable-prefill-cp', None)}: --enable-prefill-cp "
             "needs --cp-strategy (SGLang 0.5.23 handle_context_parallelism raises "
@@ -85,7 +129,7 @@ def sglang_problems(service: InferenceServiceSpec, rt: RuntimeCommand) -> list[s
             "add --cp-strategy with one of its values, or drop --enable-prefill-cp"
         )
     # handle_decode_context_parallelism: --dcp-size below 1, or above 1 beside prefill CP.
-    dcp_raw = _last_value("sglang", "--dcp-size", rt)
+    dcp_raw = argv.last_value("--dcp-size")
     dcp = int_value(dcp_raw)
     if dcp is not None and dcp < 1:
         problems.append(
@@ -99,12 +143,6 @@ def sglang_problems(service: InferenceServiceSpec, rt: RuntimeCommand) -> list[s
             "support --enable-prefill-cp' and exits: drop one of them"
         )
     return problems
-
-
-def _given(runtime: str, option: str, rt: RuntimeCommand) -> bool:
-    """Whether the runtime's parser reads `option` in the argv (any spelling it resolves)."""
-    names = ALIASES.get((runtime, option), (option,))
-    return any(o.option in names for o in resolve(runtime, tuple(rt.args)))
 
 
 # std::stoi's view of a port: leading space, a sign, then digits (the rest is ignored).
@@ -146,37 +184,14 @@ def _is_int32(text: str) -> bool:
     return -(2**31) <= int(text) < 2**31
 
 
-def _last_value(runtime: str, option: str, rt: RuntimeCommand) -> str | None:
-    """The value the runtime's parser keeps for an option, under any of its spellings
-    (the last one given)."""
-    names = ALIASES.get((runtime, option), (option,))
-    values = [o.value for o in resolve(runtime, tuple(rt.args)) if o.option in names]
-    return values[-1] if values else None
-
-
 def _not_a_multiple(where: str, what: str, size: int, tp: int, assertion: str) -> str:
-    fit = size * -(-tp // size)  # the next tensor-parallel size that size divides
-    divisors = [d for d in range(1, tp + 1) if tp % d == 0]
+    fit = _next_multiple(size, tp)
     return (
         f"{where}: {what} needs the tensor-parallel size (the pod's GPUs, --tp-size) to be "
         f"a multiple of {size}, and it is {tp}: SGLang 0.5.23 {assertion} at start and "
         f"exits. Serve it with {fit} GPUs per pod (tensor parallel {fit}), or a size "
-        f"that divides {tp} ({', '.join(map(str, divisors))})"
+        f"that divides {tp} ({_divisors(tp)})"
     )
-
-
-def _vllm_switch(rt: RuntimeCommand, positive: str) -> bool:
-    """A vLLM boolean as its argparse leaves it (vllm/utils/argparse_utils.py: --x, and
-    --no-x and the --enable-/--disable- inverse set it off; the last word wins)."""
-    stem = positive.removeprefix("--")
-    inverse = "--disable-" + stem[7:] if stem.startswith("enable-") else "--enable-" + stem[8:]
-    state = False
-    for o in resolve("vllm", tuple(rt.args)):
-        if o.option == positive:
-            state = True
-        elif o.option in (f"--no-{stem}", inverse):
-            state = False
-    return state
 
 
 def vllm_problems(service: InferenceServiceSpec, rt: RuntimeCommand) -> list[str]:
@@ -185,14 +200,12 @@ def vllm_problems(service: InferenceServiceSpec, rt: RuntimeCommand) -> list[str
     (vllm/config/scheduler.py SchedulerConfig.verify_max_model_len) and the parallel
     layout's (vllm/config/parallel.py ParallelConfig._validate_parallel_config). Only
     values given explicitly are compared: vLLM fills the unset ones from the hardware."""
-    opts = user_args("vllm", tuple(rt.args))
+    opts, argv = user_args("vllm", tuple(rt.args)), _Argv("vllm", rt)
     problems = []
     needs = []
-    if _vllm_switch(rt, "--enable-auto-tool-choice") and not _last_value(
-        "vllm", "--tool-call-parser", rt
-    ):
+    if argv.switch("--enable-auto-tool-choice") and not argv.last_value("--tool-call-parser"):
         needs.append(("--enable-auto-tool-choice", "--tool-call-parser"))
-    if _vllm_switch(rt, "--enable-log-outputs") and not _vllm_switch(rt, "--enable-log-requests"):
+    if argv.switch("--enable-log-outputs") and not argv.switch("--enable-log-requests"):
         needs.append(("--enable-log-outputs", "--enable-log-requests"))
     for flag, needed in needs:
         problems.append(
@@ -200,14 +213,14 @@ def vllm_problems(service: InferenceServiceSpec, rt: RuntimeCommand) -> list[str
             f"validate_parsed_serve_args raises a TypeError and exits: add {needed}, or drop "
             f"{flag}"
         )
-    if _vllm_switch(rt, "--enable-per-request-metrics") and _vllm_switch(rt, "--disable-log-stats"):
+    if argv.switch("--enable-per-request-metrics") and argv.switch("--disable-log-stats"):
         problems.append(
             "spec.extraArgs (--enable-per-request-metrics): it requires engine statistics, "
             "which --disable-log-stats turns off; vLLM 0.34 validate_parsed_serve_args raises "
             "and exits: drop one of them"
         )
-    batched = int_value(_last_value("vllm", "--max-num-batched-tokens", rt))
-    seqs = int_value(_last_value("vllm", "--max-num-seqs", rt))
+    batched = int_value(argv.last_value("--max-num-batched-tokens"))
+    seqs = int_value(argv.last_value("--max-num-seqs"))
     if batched is not None and seqs is not None and batched < seqs:
         where = _where(
             "vllm", service, "--max-num-batched-tokens", "vllmConfig.maxNumBatchedTokens"
@@ -227,19 +240,18 @@ def vllm_problems(service: InferenceServiceSpec, rt: RuntimeCommand) -> list[str
             f"requires data_parallel_size_local <= data_parallel_size and exits"
         )
     tp = int_value(opts.value("--tensor-parallel-size")) or 1
-    dcp = int_value(_last_value("vllm", "--decode-context-parallel-size", rt)) or 1
-    pcp = int_value(_last_value("vllm", "--prefill-context-parallel-size", rt)) or 1
+    dcp = int_value(argv.last_value("--decode-context-parallel-size")) or 1
+    pcp = int_value(argv.last_value("--prefill-context-parallel-size")) or 1
     if pcp == 1 and dcp > 1 and tp % dcp:
         problems.append(_dcp_not_a_divisor(tp, dcp))
     return problems
 
 
 def _dcp_not_a_divisor(tp: int, dcp: int) -> str:
-    divisors = [d for d in range(1, tp + 1) if tp % d == 0]
     return (
         f"spec.extraArgs (--decode-context-parallel-size): {dcp} does not divide the "
         f"tensor-parallel size {tp} (the pod's GPUs, --tensor-parallel-size); vLLM 0.34 "
         "ParallelConfig._validate_parallel_config requires tp_size % dcp_size == 0 and "
-        f"exits: give one of {', '.join(map(str, divisors))}, or {dcp * -(-tp // dcp)} GPUs "
+        f"exits: give one of {_divisors(tp)}, or {_next_multiple(dcp, tp)} GPUs "
         "per pod"
     )
