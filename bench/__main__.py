@@ -19,6 +19,7 @@ import asyncio
 import os
 import platform
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -91,6 +92,26 @@ async def queue_section(adds: int) -> None:
     )
 
 
+async def take_turns(
+    workload: Workload,
+    n: int,
+    suts: Sequence[str],
+    workers: int,
+    repeat: int,
+    server: harness.Server,
+) -> dict[str, list[harness.RunResult]]:
+    """`repeat` runs of each system at n objects, the systems taking turns (one run each
+    a round), so that a change in the machine's load weighs on all of them alike."""
+    done: dict[str, list[harness.RunResult]] = {sut: [] for sut in suts}
+    for _ in range(repeat):
+        for sut in suts:
+            print(f"  {workload.name}: {sut} at {n:,} on the {server.name} ...", flush=True)
+            done[sut].append(
+                await harness.run(sut, workload, objects=n, workers=workers, server=server)
+            )
+    return done
+
+
 async def burst_section(
     workload: Workload,
     sizes: list[int],
@@ -105,15 +126,7 @@ async def burst_section(
         best: dict[str, harness.RunResult] = {}
         rates: dict[str, float] = {}
         drained: dict[str, float] = {}
-        # The systems take turns (one run each, `repeat` rounds), so that a change in the
-        # machine's load weighs on all of them alike.
-        done: dict[str, list[harness.RunResult]] = {sut: [] for sut in suts}
-        for _ in range(repeat):
-            for sut in suts:
-                print(f"  {workload.name}: {sut} at {n:,} on the {server.name} ...", flush=True)
-                done[sut].append(
-                    await harness.run(sut, workload, objects=n, workers=workers, server=server)
-                )
+        done = await take_turns(workload, n, suts, workers, repeat, server)
         for sut in suts:
             runs = done[sut]
             rates[sut] = statistics.median(r.per_second for r in runs)
@@ -261,20 +274,7 @@ async def pods_section(
     systems = [s for s in ("product", "ceiling") if s in suts]
     for n in sizes:
         rates: dict[str, float] = {}
-        # Product and ceiling alternate, so that a change in the machine's load (other
-        # processes share its CPUs) weighs on both alike.
-        runs: dict[str, list[harness.RunResult]] = {sut: [] for sut in systems}
-        for _ in range(repeat):
-            for sut in systems:
-                print(
-                    f"  {SERVICES_WITH_PODS.name}: {sut} at {n:,} on the {server.name} ...",
-                    flush=True,
-                )
-                runs[sut].append(
-                    await harness.run(
-                        sut, SERVICES_WITH_PODS, objects=n, workers=workers, server=server
-                    )
-                )
+        runs = await take_turns(SERVICES_WITH_PODS, n, systems, workers, repeat, server)
         for sut in systems:
             done = runs[sut]
             r = sorted(done, key=lambda r: r.seconds)[len(done) // 2]

@@ -60,7 +60,8 @@ def _status(obj: Obj) -> Obj:
     }
 
 
-def _event(obj: Obj, reason: str, message: str) -> Obj:
+def event_body(obj: Obj, type_: str, reason: str, message: str) -> Obj:
+    """The Event a ceiling posts about obj, as the product's recorder writes one."""
     meta = obj["metadata"]
     now = _now()
     return {
@@ -74,7 +75,7 @@ def _event(obj: Obj, reason: str, message: str) -> Obj:
             "namespace": meta["namespace"],
             "uid": meta.get("uid"),
         },
-        "type": "Normal",
+        "type": type_,
         "reason": reason,
         "message": message,
         "source": {"component": "ceiling", "host": socket.gethostname()},
@@ -144,7 +145,7 @@ async def run(
                 obj, reason = await to_post.get()
                 with busy:
                     ns = obj["metadata"]["namespace"]
-                    body = _event(obj, reason, "written by the ceiling loop")
+                    body = event_body(obj, "Normal", reason, "written by the ceiling loop")
                     async with session.post(f"/api/v1/namespaces/{ns}/events", json=body) as r:
                         await r.read()
 
@@ -164,22 +165,30 @@ async def run(
         tasks = [asyncio.create_task(worker()) for _ in range(workers)]
         tasks += [asyncio.create_task(event_writer()) for _ in range(event_writers)]
         try:
-            async with session.get(f"{MODELS}/models") as r:
-                listed = await r.json()
-            for obj in listed["items"]:
-                if not obj.get("status"):
-                    todo.put_nowait(obj)
-            rv = listed["metadata"]["resourceVersion"]
-            ready.set()
-            while True:
-                query = {"watch": "1", "resourceVersion": rv, "timeoutSeconds": "3600"}
-                async with session.get(f"{MODELS}/models", params=query) as r:
-                    async for line in r.content:
-                        event = json.loads(line)
-                        obj = event["object"]
-                        rv = obj["metadata"].get("resourceVersion", rv)
-                        if event["type"] == "ADDED" and not obj.get("status"):
-                            todo.put_nowait(obj)
+            await feed(session, f"{MODELS}/models", todo, ready)
         finally:
             for t in tasks:
                 t.cancel()
+
+
+async def feed(
+    session: aiohttp.ClientSession, path: str, todo: asyncio.Queue[Obj], ready: asyncio.Event
+) -> None:
+    """List `path`, then watch it from the list's resourceVersion: every object without
+    status (listed, or ADDED) goes to `todo`; `ready` is set once the list is queued."""
+    async with session.get(path) as r:
+        listed = await r.json()
+    for obj in listed["items"]:
+        if not obj.get("status"):
+            todo.put_nowait(obj)
+    rv = listed["metadata"]["resourceVersion"]
+    ready.set()
+    while True:
+        query = {"watch": "1", "resourceVersion": rv, "timeoutSeconds": "3600"}
+        async with session.get(path, params=query) as r:
+            async for line in r.content:
+                event = json.loads(line)
+                obj = event["object"]
+                rv = obj["metadata"].get("resourceVersion", rv)
+                if event["type"] == "ADDED" and not obj.get("status"):
+                    todo.put_nowait(obj)

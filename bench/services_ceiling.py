@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import sys
 import uuid
 from collections.abc import Iterable
@@ -50,7 +49,7 @@ from reconcilers.inferenceservice.reconciler import InferenceServiceReconciler
 from reconcilers.settings import Settings
 from reconcilers.writes.status import StatusWriter
 
-from .ceiling import Busy, Connection
+from .ceiling import Busy, Connection, event_body, feed
 
 # The prototype's name, namespace and uid: tokens that appear nowhere else in a write.
 NAME = "llmkube-prototype-svc"
@@ -191,30 +190,6 @@ def _fill(text: str, name: str, ns: str, uid: str, stamp: str, now: str) -> str:
     return text.replace(stamp, now) if stamp else text
 
 
-def _event(service: Obj, type_: str, reason: str, message: str) -> Obj:
-    meta = service["metadata"]
-    now = utc_now()
-    return {
-        "apiVersion": "v1",
-        "kind": "Event",
-        "metadata": {"name": f"{meta['name']}.{uuid.uuid4().hex[:10]}"},
-        "involvedObject": {
-            "apiVersion": service.get("apiVersion"),
-            "kind": service.get("kind"),
-            "name": meta["name"],
-            "namespace": meta["namespace"],
-            "uid": meta.get("uid"),
-        },
-        "type": type_,
-        "reason": reason,
-        "message": message,
-        "source": {"component": "ceiling", "host": socket.gethostname()},
-        "firstTimestamp": now,
-        "lastTimestamp": now,
-        "count": 1,
-    }
-
-
 async def _list(session: aiohttp.ClientSession, rt: ResourceType) -> list[Obj]:
     async with session.get(rt.collection_path()) as r:
         if r.status == 404:  # a server without the API (DeviceClasses)
@@ -248,7 +223,7 @@ async def run(
                 service, (type_, reason, message) = await to_post.get()
                 with busy:
                     ns = service["metadata"]["namespace"]
-                    body = _event(service, type_, reason, message)
+                    body = event_body(service, type_, reason, message)
                     async with session.post(f"/api/v1/namespaces/{ns}/events", json=body) as r:
                         await r.read()
 
@@ -284,24 +259,8 @@ async def run(
         busy.queues = [todo, to_post]
         tasks = [asyncio.create_task(worker()) for _ in range(workers)]
         tasks += [asyncio.create_task(event_writer()) for _ in range(event_writers)]
-        path = INFERENCE_SERVICE.collection_path()
         try:
-            async with session.get(path) as r:
-                listed = await r.json()
-            for obj in listed["items"]:
-                if not obj.get("status"):
-                    todo.put_nowait(obj)
-            rv = listed["metadata"]["resourceVersion"]
-            ready.set()
-            while True:
-                query = {"watch": "1", "resourceVersion": rv, "timeoutSeconds": "3600"}
-                async with session.get(path, params=query) as r:
-                    async for line in r.content:
-                        event = json.loads(line)
-                        obj = event["object"]
-                        rv = obj["metadata"].get("resourceVersion", rv)
-                        if event["type"] == "ADDED" and not obj.get("status"):
-                            todo.put_nowait(obj)
+            await feed(session, INFERENCE_SERVICE.collection_path(), todo, ready)
         finally:
             for t in tasks:
                 t.cancel()
