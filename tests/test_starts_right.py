@@ -77,14 +77,7 @@ def test_a_bare_repo_id_stays_a_hub_id(source: str) -> None:
 async def test_a_model_whose_bare_source_names_a_file_is_failed_and_never_served(
     kube: KubeClient, controller: Manager
 ) -> None:
-    model = """
-apiVersion: inference.llmkube.dev/v1alpha1
-kind: Model
-metadata: {name: bare}
-spec:
-  source: models/qwen.gguf
-"""
-    await apply_text(kube, model)
+    await apply_text(kube, model_text("bare", "", source="models/qwen.gguf"))
     await apply_text(kube, isvc_yaml("bare", "bare", "llamacpp"))
     m = await wait_condition(kube, MODEL, "bare", "AcceleratorReady", "False", "InvalidSpec")
     message = condition(m, "AcceleratorReady")["message"]  # type: ignore[index]
@@ -126,14 +119,7 @@ def test_a_llamacpp_host_that_is_an_address_is_served(extra: list[str]) -> None:
 async def test_a_socket_host_gets_a_condition_and_no_deployment(
     kube: KubeClient, controller: Manager
 ) -> None:
-    model = """
-apiVersion: inference.llmkube.dev/v1alpha1
-kind: Model
-metadata: {name: tiny}
-spec:
-  source: https://h/m/tiny.gguf
-"""
-    await reapply(kube, model)
+    await reapply(kube, model_text("tiny", "", source="https://h/m/tiny.gguf"))
     await reapply(
         kube, isvc_yaml("sock", "tiny", "llamacpp", '  extraArgs: ["--host", "/tmp/l.sock"]')
     )
@@ -346,13 +332,14 @@ async def test_a_pinned_projector_with_another_digest_fails_naming_it() -> None:
         )
 
 
-def model_text(name: str, extra: str) -> str:
+def model_text(name: str, extra: str, source: str = "org/repo") -> str:
+    """A Model manifest; extra is more YAML under spec, indented 2."""
     return f"""
 apiVersion: inference.llmkube.dev/v1alpha1
 kind: Model
 metadata: {{name: {name}}}
 spec:
-  source: org/repo
+  source: {source}
 {extra}"""
 
 
