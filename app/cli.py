@@ -32,7 +32,7 @@ from reconcilers.pod_security import DEFAULT_FS_GROUP
 from reconcilers.settings import ACCESS_MODES, MODES, CacheSettings, Settings
 
 from .controllers import reconcilers
-from .servers import bind_domain_metrics, metrics_runnable, webhook_runnable
+from .servers import WebhookRunnable, bind_domain_metrics, metrics_runnable
 
 log = structlog.get_logger("main")
 COMMANDS = ("run", "demo")
@@ -372,15 +372,15 @@ def manager_for(client: KubeClient, args: argparse.Namespace) -> Manager:
     bind_domain_metrics(manager)
     if args.webhook_port:
         cache = manager.cache
-        manager.runnables.append(
-            webhook_runnable(
-                args.webhook_cert_dir,
-                args.webhook_port,
-                lookup=lambda ns, name: cache.get(MODEL, ns, name),
-                roots=roots,
-                any_host_path=args.allow_any_extra_volume_host_path,
-            )
+        webhook = WebhookRunnable(
+            args.webhook_cert_dir,
+            args.webhook_port,
+            lookup=lambda ns, name: cache.get(MODEL, ns, name),
+            roots=roots,
+            any_host_path=args.allow_any_extra_volume_host_path,
         )
+        manager.runnables.append(webhook)
+        manager.ready_checks["webhook"] = webhook.listening
     # The probe server also answers /metrics; a different address gets a server of its own.
     if metrics is not None and metrics != probes:
         manager.runnables.append(metrics_runnable(manager.metrics.registry, *metrics))

@@ -21,32 +21,48 @@ from webhook.server import start_webhook
 log = structlog.get_logger("app")
 
 
-def webhook_runnable(
-    cert_dir: str,
-    port: int,
-    host: str = "0.0.0.0",
-    lookup: ModelLookup | None = None,
-    roots: tuple[str, ...] = (),
-    any_host_path: bool = False,
-) -> Runnable:
-    """Serve until cancelled by the manager's stop(); a failure to start (no certificate)
-    ends the runnable, which /healthz then reports. lookup finds Models for the rules that
-    span an InferenceService and its Model."""
+class WebhookRunnable:
+    """The webhook server as a manager runnable. Serves until cancelled by the manager's
+    stop(); a failure to start (no certificate) ends the runnable, which /healthz then
+    reports. `listening` is the manager's readiness check: until the server is bound,
+    /readyz answers 503, so the Service sends no admission request to this pod yet.
+    lookup finds Models for the rules that span an InferenceService and its Model."""
 
-    async def run() -> None:
+    def __init__(
+        self,
+        cert_dir: str,
+        port: int,
+        host: str = "0.0.0.0",
+        lookup: ModelLookup | None = None,
+        roots: tuple[str, ...] = (),
+        any_host_path: bool = False,
+    ) -> None:
+        self.cert_dir, self.port, self.host = cert_dir, port, host
+        self.lookup, self.roots, self.any_host_path = lookup, roots, any_host_path
+        self._listening = False
+
+    def listening(self) -> bool:
+        return self._listening
+
+    async def __call__(self) -> None:
         try:
             server = await start_webhook(
-                cert_dir, port, host, lookup=lookup, roots=roots, any_host_path=any_host_path
+                self.cert_dir,
+                self.port,
+                self.host,
+                lookup=self.lookup,
+                roots=self.roots,
+                any_host_path=self.any_host_path,
             )
         except Exception:
-            log.exception("webhook server did not start", cert_dir=cert_dir, port=port)
+            log.exception("webhook server did not start", cert_dir=self.cert_dir, port=self.port)
             raise
+        self._listening = True
         try:
             await asyncio.Event().wait()
         finally:
+            self._listening = False
             await server.cleanup()
-
-    return run
 
 
 def metrics_runnable(registry: CollectorRegistry, host: str, port: int) -> Runnable:

@@ -2,7 +2,9 @@
 
 /healthz answers 500 naming what is broken: a background task that ended, or an
 informer whose loop failed and has not recovered yet (it restarts itself with
-backoff). /readyz answers 503 naming the informers whose caches have not synced.
+backoff). /readyz answers 503 naming what is not ready yet: the informers whose caches
+have not synced and the named checks that fail (the webhook before it listens), so no
+Service sends traffic to a pod that cannot answer it.
 """
 
 from __future__ import annotations
@@ -31,6 +33,15 @@ def unsynced(informers: Iterable[Informer]) -> list[str]:
     return sorted(i.rt.plural for i in informers if not i.synced.is_set())
 
 
+def not_ready(informers: Iterable[Informer], checks: dict[str, Callable[[], bool]]) -> list[str]:
+    """One line per reason /readyz answers 503."""
+    found = [f"check {name}: not ready" for name, check in sorted(checks.items()) if not check()]
+    names = unsynced(informers)
+    if names:
+        found.insert(0, f"informer caches not synced: {', '.join(names)}")
+    return found
+
+
 def make_app(
     registry: CollectorRegistry,
     *,
@@ -48,8 +59,7 @@ def make_app(
     async def readyz(_: web.Request) -> web.Response:
         if ready():
             return web.Response(text="ok")
-        names = ", ".join(waiting_for())
-        return web.Response(status=503, text=f"informer caches not synced: {names}".strip())
+        return web.Response(status=503, text="\n".join(["not ready", *waiting_for()]))
 
     app = web.Application()
     app.router.add_get("/healthz", healthz)

@@ -168,6 +168,9 @@ class Manager:
         self.queue = ControllerQueues(self.metrics, clock)
         self.recorder = EventRecorder(client, metrics=self.metrics.events)
         self.runnables = list(runnables)
+        # Named readiness checks beside the caches' sync (controller-runtime's
+        # AddReadyzCheck): a runnable that serves traffic says when it listens.
+        self.ready_checks: dict[str, Callable[[], bool]] = {}
         self.reconcilers: dict[str, Reconciler] = {}
         for reconciler in reconcilers(client, self.cache, self.recorder):
             self.reconcilers[reconciler.name] = reconciler
@@ -251,9 +254,9 @@ class Manager:
             app = health.make_app(
                 self.metrics.registry,
                 alive=self._alive,
-                ready=self.cache.synced,
+                ready=self._ready,
                 problems=lambda: health.problems(informers, self._tasks),
-                waiting_for=lambda: health.unsynced(informers),
+                waiting_for=lambda: health.not_ready(informers, self.ready_checks),
             )
             self._runner, self.http_port = await health.serve(
                 app, self.config.http_host, self.config.http_port
@@ -294,6 +297,9 @@ class Manager:
         await self.elector.lost.wait()
         # Another replica may already be reconciling: stop at once, as controller-runtime.
         await self.stop()
+
+    def _ready(self) -> bool:
+        return self.cache.synced() and all(check() for check in self.ready_checks.values())
 
     def _alive(self) -> bool:
         return not any(t.done() for t in self._tasks if t.get_name() != "workers")

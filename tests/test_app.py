@@ -77,9 +77,11 @@ async def test_run_wires_reconcilers_webhook_and_metrics_as_runnables(
     assert await status_of(webhook, context) is None  # stopped with the manager
 
 
-async def test_a_webhook_without_certificate_fails_the_liveness_probe(
+async def test_a_webhook_without_certificate_fails_liveness_and_is_never_ready(
     kube: KubeClient, tmp_path: Path
 ) -> None:
+    """Ready means every server the pod runs answers: synced caches alone are not enough
+    while the webhook does not listen (the Service would route admission calls to it)."""
     args = parse(
         [
             f"--webhook-port={free_port()}",
@@ -97,5 +99,16 @@ async def test_a_webhook_without_certificate_fails_the_liveness_probe(
             return await status_of(url) == 500
 
         await eventually(unhealthy, timeout=15, what="healthz 500")
+
+        async def synced() -> bool:
+            return manager.cache.synced()
+
+        await eventually(synced, timeout=15, what="caches synced")
+        async with (
+            aiohttp.ClientSession() as s,
+            s.get(f"http://127.0.0.1:{manager.http_port}/readyz") as r,
+        ):
+            assert r.status == 503
+            assert "check webhook: not ready" in await r.text()
     finally:
         await manager.stop()

@@ -50,12 +50,36 @@ class PodController(ControllerLog):
         return text
 
     def wait_ready(self, timeout: float = 180) -> Obj:
+        """One controller pod Ready, and the apiserver's admission calls reaching it
+        through the Service: a pod turns Ready before kube-proxy has programmed its
+        endpoint, and a user's first apply in between fails with "connection refused"."""
         deadline = time.monotonic() + timeout
         while True:
             pods = self.pods()
             serving = [p for p in pods if ready(p)]
             if len(serving) == 1 and len(pods) == 1:
-                return serving[0]
+                break
             if time.monotonic() > deadline:
                 raise AssertionError(f"the controller pod never became Ready: {pods}")
+            time.sleep(0.5)
+        self.wait_admitting(deadline)
+        return serving[0]
+
+    def wait_admitting(self, deadline: float) -> None:
+        """Until a dry-run create of a Model passes admission (the webhook, where the
+        release installs one, answers through its Service)."""
+        path = f"/apis/inference.llmkube.dev/v1alpha1/namespaces/{NAMESPACE}/models?dryRun=All"
+        probe = {
+            "apiVersion": "inference.llmkube.dev/v1alpha1",
+            "kind": "Model",
+            "metadata": {"generateName": "admission-probe-"},
+            "spec": {"source": "org/repo"},
+        }
+        while True:
+            try:
+                self.cluster.http("POST", path, probe)
+                return
+            except urllib.error.HTTPError as e:
+                if "failed calling webhook" not in str(e) or time.monotonic() > deadline:
+                    raise
             time.sleep(0.5)
