@@ -579,6 +579,10 @@ class InferenceServiceSpec:
     gpu: int | None = None  # spec.resources.gpu
     cpu: str | None = None
     memory: str | None = None
+    # LLMKube's hostMemory: the RAM of CPU/GPU offloading; the memory request (and our
+    # limit) when set, over `memory`.
+    host_memory: str | None = None
+    ephemeral_storage: str | None = None  # requests and limits of ephemeral-storage
     sharing: GPUSharing = field(default_factory=GPUSharing)
     multi_node: MultiNode | None = None
     endpoint: Endpoint = field(default_factory=Endpoint)
@@ -728,6 +732,8 @@ def parse_inference_service(spec: Any) -> InferenceServiceSpec:
         gpu=res.get("gpu"),
         cpu=res.get("cpu"),
         memory=res.get("memory"),
+        host_memory=res.get("hostMemory"),
+        ephemeral_storage=res.get("ephemeralStorage"),
         sharing=GPUSharing(
             sharing.get("mode", "exclusive"), sharing.get("profile"), sharing.get("memoryLimitGiB")
         ),

@@ -42,7 +42,8 @@ GPU = Object(
         "memory": Str(),
         "vendor": Str(enum=VENDORS, default="nvidia"),
         "resourceName": Str(pattern=r"^[a-z0-9.\-]+/[a-z0-9._\-]+$"),
-        "tolerationKey": Str(),
+        # LLMKube's pattern: a taint key with a prefix (the GPU toleration's key).
+        "tolerationKey": Str(pattern=r"^[a-z0-9.\-]+/[a-z0-9._\-]+$"),
         "runtime": Str(enum=("vulkan", "rocm")),
         "layers": Int(minimum=-1),
         "sharding": Object(

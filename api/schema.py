@@ -221,6 +221,12 @@ QUANTITY_PATTERN = (
 _QUANTITY = re.compile(QUANTITY_PATTERN)
 
 
+def _negative(quantity: str) -> bool:
+    """A quantity (already matched by QUANTITY_PATTERN) below zero: "-0.0Gi" is zero."""
+    number = re.match(r"-([0-9]*\.?[0-9]*)", quantity)
+    return number is not None and float(number.group(1) or 0) != 0
+
+
 @dataclass(frozen=True)
 class Quantity(Node):
     """A Kubernetes resource.Quantity: "4Gi", "500m" or a plain number."""
@@ -240,6 +246,10 @@ class Quantity(Node):
         if isinstance(value, str):
             if not _QUANTITY.match(value):
                 errors.append(f"{path}: {value!r} is not a quantity (e.g. 4Gi, 500m, 2)")
+                return None
+            if _negative(value):
+                # The pod's resources refuse it ("must be greater than or equal to 0").
+                errors.append(f"{path}: {value!r} is negative: a resource is at least 0")
                 return None
             return value
         number = _number(value, path, errors)

@@ -26,7 +26,6 @@ MODEL: Mapping[str, object] = {
     "quantization": None,
     "hardware.memoryBudget": None,
     "hardware.memoryFraction": None,
-    "hardware.gpu.tolerationKey": None,
     "hardware.gpu.runtime": None,
 }
 
@@ -47,8 +46,6 @@ ONLY_FOR_RUNTIMES: Mapping[str, tuple[str, ...]] = {
 
 INFERENCE_SERVICE: Mapping[str, object] = {
     "endpoint.gateway": None,
-    "resources.hostMemory": None,
-    "resources.ephemeralStorage": None,
     "resources.gpuMemory": None,
     "evictionProtection": None,
     "cacheTypeCustomK": None,
@@ -67,6 +64,14 @@ INFERENCE_SERVICE: Mapping[str, object] = {
     "multiNode.members[].fabric.socketInterface": None,
     "multiNode.members[].fabric.ibHCA": None,
     "multiNode.members[].modelCache": None,
+}
+
+# Said beside the path, where "not served" alone would leave the user guessing.
+WHY_NOT: Mapping[str, str] = {
+    "resources.gpuMemory": (
+        "no effect in LLMKube either: gpuSharing.memoryLimitGiB is a shared GPU's VRAM"
+        " charge, the Model's hardware.gpu.memory a model's footprint"
+    ),
 }
 
 GPU_QUOTA: Mapping[str, object] = {
@@ -132,7 +137,7 @@ def _set_paths(spec: Obj, table: Mapping[str, object]) -> list[str]:
     for field, default in table.items():
         for path, value in _found(spec, field.split("."), "spec"):
             if value != default and value not in ({}, [], ""):
-                paths.append(path)
+                paths.append(f"{path} ({WHY_NOT[field]})" if field in WHY_NOT else path)
     return paths
 
 

@@ -27,6 +27,7 @@ class GPUAttachment:
     limits: dict[str, str] = field(default_factory=dict)
     pod_claims: list[dict[str, str]] = field(default_factory=list)
     container_claims: list[dict[str, str]] = field(default_factory=list)
+    toleration: dict[str, str] | None = None  # of the GPU nodes' taint (gpu_toleration)
 
 
 def device_plugin_resource(model: ModelSpec, service: InferenceServiceSpec | None = None) -> str:
@@ -45,16 +46,30 @@ def uses_gpu(model: ModelSpec, service: InferenceServiceSpec) -> bool:
     return has_gpu(model, service.gpu)
 
 
+def gpu_toleration(model: ModelSpec, service: InferenceServiceSpec) -> dict[str, str]:
+    """The taint GPU nodes carry (`nvidia.com/gpu=present:NoSchedule` from GKE, AKS and
+    the GPU operator), tolerated as LLMKube does: keyed by hardware.gpu.tolerationKey,
+    else the device-plugin resource. DRA pods get it too: the ExtendedResourceToleration
+    admission plugin only adds it for extended-resource requests, and without it a
+    claim's pod never lands on a tainted GPU node."""
+    key = model.gpu.toleration_key or device_plugin_resource(model, service)
+    return {"key": key, "operator": "Equal", "value": "present", "effect": "NoSchedule"}
+
+
 def gpu_attachment(model: ModelSpec, service: InferenceServiceSpec) -> GPUAttachment:
     if model.uses_claims:
         return GPUAttachment(
             pod_claims=[c.pod_entry() for c in model.gpu.claims],
             container_claims=[{"name": c.name} for c in model.gpu.claims],
+            toleration=gpu_toleration(model, service),
         )
     if not uses_gpu(model, service):
         return GPUAttachment()
     count = gpu_count(model, service.gpu) or 1
-    return GPUAttachment(limits={device_plugin_resource(model, service): str(count)})
+    return GPUAttachment(
+        limits={device_plugin_resource(model, service): str(count)},
+        toleration=gpu_toleration(model, service),
+    )
 
 
 def runtime_device_count(model: ModelSpec, service: InferenceServiceSpec) -> int:

@@ -115,8 +115,9 @@ async def test_pod_fields_pass_through(kube: KubeClient, controller: Manager) ->
     assert container["resources"]["requests"] == {"cpu": "8", "memory": "32Gi"}
     assert container["resources"]["limits"] == {"memory": "32Gi", "nvidia.com/gpu": "1"}
     assert container["env"] == [{"name": "LOG_LEVEL", "value": "debug"}]
-    assert pod["tolerations"] == [
-        {"key": "dedicated", "operator": "Equal", "value": "llm", "effect": "NoSchedule"}
+    assert pod["tolerations"] == [  # the GPU nodes' taint first (a GPU pod), then the user's
+        {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"},
+        {"key": "dedicated", "operator": "Equal", "value": "llm", "effect": "NoSchedule"},
     ]
     assert pod["nodeSelector"] == {"pool": "gpu"}
     assert pod["affinity"]["nodeAffinity"]

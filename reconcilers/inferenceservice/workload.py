@@ -88,14 +88,22 @@ def _container(
     hub: str = HF_ENDPOINT,
 ) -> Obj:
     resources: Obj = {}
-    # The InferenceService's resources win over the Model's (LLMKube's order).
-    cpu, memory = service.cpu or model.cpu, service.memory or model.memory
-    requests = {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v}
+    # The InferenceService's resources win over the Model's (LLMKube's order), and
+    # hostMemory (the RAM of CPU offloading) over memory: LLMKube's request; as our
+    # limit too, so an offloading runtime is not held to `memory`.
+    cpu = service.cpu or model.cpu
+    memory = service.host_memory or service.memory or model.memory
+    storage = service.ephemeral_storage
+    requests = {
+        k: v for k, v in (("cpu", cpu), ("memory", memory), ("ephemeral-storage", storage)) if v
+    }
     if requests:
         resources["requests"] = dict(requests)
     limits = dict(attach.limits)
     if memory:
         limits["memory"] = memory
+    if storage:  # the limit keeps an overrun charged to this pod, not the node
+        limits["ephemeral-storage"] = storage
     if limits:
         resources["limits"] = limits
     if attach.container_claims:
@@ -159,11 +167,15 @@ def _hf_token_env(service: InferenceServiceSpec, model: ModelSpec, hub: str) -> 
     return [token]
 
 
-def _scheduling(service: InferenceServiceSpec) -> Obj:
-    """The pod fields LLMKube passes through from the InferenceService as they are."""
+def _scheduling(service: InferenceServiceSpec, attach: GPUAttachment) -> Obj:
+    """The pod fields LLMKube passes through from the InferenceService as they are, the
+    GPU nodes' taint tolerated first (gpu_toleration)."""
     p = service.pod
+    tolerations = [dict(t) for t in p.tolerations]
+    if attach.toleration and not any(_covers(t, attach.toleration) for t in tolerations):
+        tolerations.insert(0, dict(attach.toleration))
     fields: Obj = {
-        "tolerations": [dict(t) for t in p.tolerations],
+        "tolerations": tolerations,
         "nodeSelector": dict(p.node_selector),
         "affinity": p.affinity,
         "topologySpreadConstraints": [dict(t) for t in p.topology_spread_constraints],
@@ -172,6 +184,13 @@ def _scheduling(service: InferenceServiceSpec) -> Obj:
         "runtimeClassName": p.runtime_class_name,
     }
     return {k: v for k, v in fields.items() if v}
+
+
+def _covers(user: Obj, ours: Obj) -> bool:
+    """Whether the user's toleration speaks for our taint key: theirs wins (one naming
+    the key, or tolerating every key), whatever its effect or value."""
+    key = user.get("key") or ""
+    return key == ours["key"] or (not key and user.get("operator") == "Exists")
 
 
 def pod_spec(
@@ -205,7 +224,7 @@ def pod_spec(
     spec: Obj = {
         "containers": [_container(rt, service, model, attach, mounts, hub)],
         "volumes": volumes,
-        **_scheduling(service),
+        **_scheduling(service, attach),
     }
     if placement.loader:
         spec["initContainers"] = [placement.loader]

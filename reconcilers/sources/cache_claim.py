@@ -34,13 +34,17 @@ def claim_name(isvc: Obj, settings: CacheSettings) -> str:
 def store_for(
     isvc: Obj, service: InferenceServiceSpec, model: ModelSpec, settings: CacheSettings
 ) -> Store:
-    """Where this service's loader writes (EPHEMERAL when no loader runs)."""
-    if not needs_loader(model) or service.cache_persistence == "Ephemeral":
+    """Where this service's loader writes (EPHEMERAL when no loader runs): an emptyDir
+    is sized by spec.resources.ephemeralStorage, as LLMKube sizes its Ephemeral cache."""
+    if not needs_loader(model):
         return EPHEMERAL
+    pod_disk = Store(size_limit=service.ephemeral_storage)
+    if service.cache_persistence == "Ephemeral":
+        return pod_disk
     if service.cache_claim:
         return Store(service.cache_claim)
     if not settings.enabled:
-        return EPHEMERAL
+        return pod_disk
     return Store(claim_name(isvc, settings))
 
 

@@ -284,9 +284,12 @@ echo "staged in $dir: $(printf '%s' "$staged" | tr '\n' ' ')"
 
 @dataclass(frozen=True)
 class Store:
-    """Where the loader writes: a cache PVC (claim), or the pod's emptyDir (None)."""
+    """Where the loader writes: a cache PVC (claim), or the pod's emptyDir (None), at
+    most size_limit big (spec.resources.ephemeralStorage: the kubelet then evicts the
+    pod that overran, not its neighbours on a node under DiskPressure)."""
 
     claim: str | None = None
+    size_limit: str | None = None
 
     @property
     def volume_name(self) -> str:
@@ -295,7 +298,8 @@ class Store:
     def volume(self) -> dict[str, Any]:
         if self.claim:
             return {"name": CACHE_VOLUME, "persistentVolumeClaim": {"claimName": self.claim}}
-        return {"name": EMPTY_DIR_VOLUME, "emptyDir": {}}
+        empty_dir = {"sizeLimit": self.size_limit} if self.size_limit else {}
+        return {"name": EMPTY_DIR_VOLUME, "emptyDir": empty_dir}
 
     def runtime_mount(self) -> dict[str, Any]:
         """The runtime reads the cache, never writes it (other pods share it)."""
