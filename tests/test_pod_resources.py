@@ -46,7 +46,8 @@ def resources(spec: Obj) -> Obj:
 
 def weights_volume(spec: Obj) -> Obj:
     (volume,) = [v for v in spec["volumes"] if "emptyDir" in v or "persistentVolumeClaim" in v]
-    return volume
+    found: Obj = volume
+    return found
 
 
 def test_host_memory_is_the_memory_request_over_memory() -> None:
