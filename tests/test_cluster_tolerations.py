@@ -74,7 +74,10 @@ def untolerated(cluster: KubeCluster, ns: str, key: str) -> str:
         return None
 
     message = wait_for(refused, "the bare pod Unschedulable", cluster)
-    assert key in message and "untolerated taint" in message, message
+    assert "untolerated taint" in message, message
+    for name in cluster.nodes:
+        taints = cluster.http("GET", f"/api/v1/nodes/{name}")["spec"]["taints"]
+        assert {"key": key, "value": "present", "effect": "NoSchedule"} in taints
     return message
 
 
