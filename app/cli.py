@@ -30,6 +30,7 @@ from controller.resources import MODEL
 from reconcilers.devices.kueue import KueueSettings, parse_mappings
 from reconcilers.pod_security import DEFAULT_FS_GROUP
 from reconcilers.settings import ACCESS_MODES, MODES, CacheSettings, Settings
+from runtimes.images import OVERRIDES_ENV, parse_overrides
 
 from .controllers import reconcilers
 from .servers import WebhookRunnable, bind_domain_metrics, metrics_runnable
@@ -330,10 +331,18 @@ def parser() -> argparse.ArgumentParser:
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
-    """`run` is implied unless the first argument names a command or asks for help."""
+    """`run` is implied unless the first argument names a command or asks for help.
+    The chart's runtimeImages come from LLMKUBE_RUNTIME_IMAGES: a bad value is an error
+    of the command line, as a bad flag is."""
     if not argv or argv[0] not in (*COMMANDS, "-h", "--help"):
         argv = ["run", *argv]
-    return parser().parse_args(argv)
+    p = parser()
+    args = p.parse_args(argv)
+    try:
+        args.runtime_images = parse_overrides(os.environ.get(OVERRIDES_ENV, ""))
+    except ValueError as e:
+        p.error(str(e))
+    return args
 
 
 def manager_for(client: KubeClient, args: argparse.Namespace) -> Manager:
@@ -367,6 +376,7 @@ def manager_for(client: KubeClient, args: argparse.Namespace) -> Manager:
         allow_any_extra_volume_host_path=args.allow_any_extra_volume_host_path,
         default_fs_group=args.default_fsgroup,
         hf_endpoint=args.hf_endpoint,
+        runtime_images=args.runtime_images,
     )
     manager = Manager(client, config, reconcilers=reconcilers(settings))
     bind_domain_metrics(manager)

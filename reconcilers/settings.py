@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from api.source import HF_ENDPOINT
 from reconcilers.devices.kueue import KueueSettings
 from reconcilers.pod_security import DEFAULT_FS_GROUP
+from runtimes.images import NO_OVERRIDES, Overrides
 
 MODES = ("shared", "perService")
 ACCESS_MODES = ("ReadWriteOnce", "ReadWriteMany", "ReadWriteOncePod")
@@ -42,3 +43,6 @@ class Settings:
     default_fs_group: int = DEFAULT_FS_GROUP
     # --kueue-device-class-mappings: DeviceClass -> Kueue resource name.
     kueue: KueueSettings = field(default_factory=KueueSettings)
+    # LLMKUBE_RUNTIME_IMAGES (chart runtimeImages): images over the pins, per runtime and
+    # accelerator variant (runtimes/images.py).
+    runtime_images: Overrides = field(default_factory=lambda: NO_OVERRIDES)

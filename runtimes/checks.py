@@ -17,7 +17,7 @@ from runtimes.args import FLASH_ATTN_OFF, effective, runtime_arg_errors
 from runtimes.command import MODE_FLAGS, RuntimeCommand, runtime_command
 from runtimes.flags import int_value, normalize_user_args, user_args
 from runtimes.gpu import sized_devices, uses_gpu
-from runtimes.images import image_for, missing_image_message, variant
+from runtimes.images import NO_OVERRIDES, Overrides, image_for, missing_image_message, variant
 from runtimes.pod_checks import MountedPath, pod_field_problems, unmounted_model_paths
 from runtimes.startup import llamacpp_env_problems, sglang_problems, vllm_problems
 from runtimes.values import VLLM_PLATFORM_QUANTIZATION, VLLM_VERSION
@@ -97,13 +97,15 @@ def runtime_problems(
     claimed_devices: int | None = None,
     rt: RuntimeCommand | None = None,
     mounts: Sequence[MountedPath] | None = None,
+    images: Overrides = NO_OVERRIDES,
 ) -> list[Problem]:
     """What would stop the runtime or its pods; rt is the command already built from
     the same arguments, if the caller has it; mounts: the runtime container's mounts
-    (workload.runtime_mounts), to check the model paths extraArgs name."""
+    (workload.runtime_mounts), to check the model paths extraArgs name; images: the
+    operator's runtimeImages."""
     runtime = service.runtime
     problems = []
-    if image_for(model, service) is None:
+    if image_for(model, service, images) is None:
         problems.append(Problem(IMAGE_NOT_AVAILABLE, missing_image_message(model, service)))
     if service.mode != "chat" and service.mode not in MODE_FLAGS.get(runtime, {}):
         problems.append(
@@ -132,7 +134,9 @@ def runtime_problems(
             )
         )
     if rt is None:
-        rt = runtime_command(service, model, model_arg, service.model_ref, claimed_devices)
+        rt = runtime_command(
+            service, model, model_arg, service.model_ref, claimed_devices, images=images
+        )
     opts = user_args(runtime, tuple(rt.args))
     problems += [Problem(INVALID_RUNTIME_CONFIG, e) for e in runtime_arg_errors(service)]
     problems += _platform_problems(service, model)

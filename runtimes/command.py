@@ -15,7 +15,7 @@ from api import InferenceServiceSpec, ModelSpec
 from api.inferenceservice import MAX_TENSOR_SPLIT_PARTS
 from runtimes.flags import FLAGS, int_value, normalize_user_args, user_args
 from runtimes.gpu import sized_devices, uses_gpu
-from runtimes.images import image_for
+from runtimes.images import NO_OVERRIDES, Overrides, image_for
 from runtimes.pod_flags import bind_host, listen_port, llamacpp_field_flags
 
 PORTS = {"vllm": 8000, "sglang": 8000, "tgi": 8080, "llamacpp": 8080}
@@ -167,6 +167,7 @@ def runtime_command(
     claimed_devices: int | None = None,
     member: Member | None = None,
     mmproj: str | None = None,
+    images: Overrides = NO_OVERRIDES,
 ) -> RuntimeCommand:
     """The runtime's image, command and argv.
 
@@ -174,6 +175,7 @@ def runtime_command(
     the runtime up to them, they size it without count (gpu.sized_devices).
     `member`: the multiNode rank this pod runs (vLLM only).
     `mmproj`: the staged spec.mmproj, llama.cpp's --mmproj (a user's --mmproj wins).
+    `images`: the operator's runtimeImages (Settings.runtime_images).
     """
     runtime = service.runtime
     count = sized_devices(model, service, claimed_devices) or None
@@ -194,7 +196,7 @@ def runtime_command(
     if runtime == "llamacpp":
         a.add("--mmproj", mmproj)
     return RuntimeCommand(
-        image=image_for(model, service) or "",
+        image=image_for(model, service, images) or "",
         command=command,
         args=a.done(),
         port=a.port(listen_port(service, PORTS[runtime])),

@@ -7,14 +7,15 @@ new parser. A variant without a pin here (no official image we checked) must com
 from spec.image or the chart's runtimeImages; until then the service says so.
 
 Order: spec.image, then the chart's `runtimeImages.<runtime>.<variant>` (passed to the
-controller as JSON in LLMKUBE_RUNTIME_IMAGES), then the pin below.
+controller as JSON in LLMKUBE_RUNTIME_IMAGES, read into the operator's Settings by
+app/cli.py: nothing here reads the environment), then the pin below.
 """
 
 from __future__ import annotations
 
 import json
-import os
-from functools import cache
+from collections.abc import Mapping
+from types import MappingProxyType
 
 from api import InferenceServiceSpec, ModelSpec
 from runtimes.gpu import uses_gpu
@@ -62,26 +63,43 @@ def variant(model: ModelSpec, service: InferenceServiceSpec) -> str:
     return VENDOR_VARIANTS[model.gpu.vendor]
 
 
-@cache
-def overrides() -> dict[str, dict[str, str]]:
-    """The chart's runtimeImages (empty strings mean "use the pin")."""
-    raw = os.environ.get(OVERRIDES_ENV, "")
+# runtime -> variant -> image: the operator's overrides of the pins.
+Overrides = Mapping[str, Mapping[str, str]]
+NO_OVERRIDES: Overrides = MappingProxyType({})
+
+
+def parse_overrides(raw: str) -> Overrides:
+    """The chart's runtimeImages JSON (empty strings mean "use the pin"); ValueError
+    names what is wrong."""
     if not raw:
-        return {}
-    data = json.loads(raw)
-    return {
-        runtime: {v: image for v, image in (variants or {}).items() if image}
-        for runtime, variants in data.items()
-        if isinstance(variants, dict)
-    }
+        return NO_OVERRIDES
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{OVERRIDES_ENV}: not JSON: {e}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{OVERRIDES_ENV}: must be an object of runtime -> variant -> image")
+    found: dict[str, dict[str, str]] = {}
+    for runtime, variants in data.items():
+        if runtime not in PINS:
+            raise ValueError(f"{OVERRIDES_ENV}: unknown runtime {runtime!r}")
+        if not isinstance(variants, dict):
+            raise ValueError(f"{OVERRIDES_ENV}.{runtime}: must be an object of variant -> image")
+        for v, image in variants.items():
+            if v not in VARIANTS or not isinstance(image, str):
+                raise ValueError(f"{OVERRIDES_ENV}.{runtime}.{v}: not a variant's image")
+        found[runtime] = {v: image for v, image in variants.items() if image}
+    return MappingProxyType(found)
 
 
-def image_for(model: ModelSpec, service: InferenceServiceSpec) -> str | None:
+def image_for(
+    model: ModelSpec, service: InferenceServiceSpec, overrides: Overrides = NO_OVERRIDES
+) -> str | None:
     """The image, or None when nothing is pinned or configured for this variant."""
     if service.image:
         return service.image
     v = variant(model, service)
-    return overrides().get(service.runtime, {}).get(v) or PINS[service.runtime].get(v)
+    return overrides.get(service.runtime, {}).get(v) or PINS[service.runtime].get(v)
 
 
 def missing_image_message(model: ModelSpec, service: InferenceServiceSpec) -> str:

@@ -43,9 +43,11 @@ def gpu_model(count: int = 1, vendor: str = "nvidia", **spec: Any) -> Any:
     return parse_model({**SAFETENSORS, "hardware": hw, **spec})
 
 
-def container(runtime: str, model: Any, **spec: Any) -> Obj:
+def container(
+    runtime: str, model: Any, images: images.Overrides = images.NO_OVERRIDES, **spec: Any
+) -> Obj:
     service = parse_inference_service({"modelRef": "m", "runtime": runtime, **spec})
-    c: Obj = pod_spec(ISVC, service, model, "m")["containers"][0]
+    c: Obj = pod_spec(ISVC, service, model, "m", images=images)["containers"][0]
     return c
 
 
@@ -182,7 +184,7 @@ async def test_5_parallelism_above_gpus_is_reported(kube: KubeClient, controller
 
 
 # 6. The image matches the accelerator and vendor; chart values and spec.image override.
-def test_6_images_follow_accelerator_and_vendor(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_6_images_follow_accelerator_and_vendor() -> None:
     cpu = parse_model({**SAFETENSORS, "hardware": {"accelerator": "cpu"}})
     assert container("vllm", cpu)["image"] == images.PINS["vllm"]["cpu"]
     assert container("vllm", gpu_model())["image"] == "vllm/vllm-openai:v0.34.0"
@@ -191,15 +193,11 @@ def test_6_images_follow_accelerator_and_vendor(monkeypatch: pytest.MonkeyPatch)
     assert container("sglang", gpu_model())["image"] == "lmsysorg/sglang:v0.5.23"
     amd = parse_inference_service({"modelRef": "m", "runtime": "sglang"})
     assert images.image_for(gpu_model(vendor="amd"), amd) is None  # no 0.5.23 ROCm pin
-    monkeypatch.setenv(images.OVERRIDES_ENV, '{"vllm": {"rocm": "rocm/vllm:custom", "cpu": ""}}')
-    images.overrides.cache_clear()
-    try:
-        assert container("vllm", gpu_model(vendor="amd"))["image"] == "rocm/vllm:custom"
-        assert container("vllm", cpu)["image"] == images.PINS["vllm"]["cpu"]
-        assert container("vllm", gpu_model(vendor="amd"), image="my/vllm:1")["image"] == "my/vllm:1"
-    finally:
-        monkeypatch.delenv(images.OVERRIDES_ENV)
-        images.overrides.cache_clear()
+    chart = images.parse_overrides('{"vllm": {"rocm": "rocm/vllm:custom", "cpu": ""}}')
+    assert container("vllm", gpu_model(vendor="amd"), chart)["image"] == "rocm/vllm:custom"
+    assert container("vllm", cpu, chart)["image"] == images.PINS["vllm"]["cpu"]
+    amd_own = container("vllm", gpu_model(vendor="amd"), chart, image="my/vllm:1")
+    assert amd_own["image"] == "my/vllm:1"
 
 
 async def test_6_no_pinned_image_is_reported(kube: KubeClient, controller: Manager) -> None:

@@ -9,6 +9,7 @@ import jsonschema
 import pytest
 
 from api import parse_inference_service, parse_model
+from app.cli import parse
 from objtypes import Obj
 from runtimes import images
 
@@ -24,23 +25,43 @@ def _env(values: Obj | None) -> dict[str, str]:
 
 
 def test_chart_runtime_images_override_the_pins(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The chart's env reaches the operator's Settings (app/cli.py), and from there the
+    image of the pods the reconciler builds; runtimes/ reads no environment."""
     env = _env({"runtimeImages": {"vllm": {"rocm": "mirror/vllm-rocm:0.34.0"}}})
     monkeypatch.setenv(images.OVERRIDES_ENV, env[images.OVERRIDES_ENV])
-    images.overrides.cache_clear()
-    try:
-        amd = parse_model(
-            {
-                "source": "Qwen/Qwen3-8B",
-                "format": "safetensors",
-                "hardware": {"accelerator": "rocm", "gpu": {"count": 1, "vendor": "amd"}},
-            }
-        )
-        vllm = parse_inference_service({"modelRef": "m", "runtime": "vllm"})
-        assert images.image_for(amd, vllm) == "mirror/vllm-rocm:0.34.0"
-        tgi = parse_inference_service({"modelRef": "m", "runtime": "tgi"})
-        assert images.image_for(amd, tgi) == images.PINS["tgi"]["rocm"]  # empty: the pin
-    finally:
-        images.overrides.cache_clear()
+    chart = parse([]).runtime_images
+    amd = parse_model(
+        {
+            "source": "Qwen/Qwen3-8B",
+            "format": "safetensors",
+            "hardware": {"accelerator": "rocm", "gpu": {"count": 1, "vendor": "amd"}},
+        }
+    )
+    vllm = parse_inference_service({"modelRef": "m", "runtime": "vllm"})
+    assert images.image_for(amd, vllm, chart) == "mirror/vllm-rocm:0.34.0"
+    assert images.image_for(amd, vllm) == images.PINS["vllm"]["rocm"]  # no overrides given
+    tgi = parse_inference_service({"modelRef": "m", "runtime": "tgi"})
+    assert images.image_for(amd, tgi, chart) == images.PINS["tgi"]["rocm"]  # empty: the pin
+
+
+@pytest.mark.parametrize(
+    "raw, problem",
+    [
+        ("{", "not JSON"),
+        ("[]", "must be an object"),
+        ('{"ollama": {}}', "unknown runtime 'ollama'"),
+        ('{"vllm": {"tpu": "x:1"}}', "LLMKUBE_RUNTIME_IMAGES.vllm.tpu: not a variant's image"),
+        ('{"vllm": "x:1"}', "LLMKUBE_RUNTIME_IMAGES.vllm: must be an object"),
+    ],
+)
+def test_a_bad_runtime_images_value_stops_the_command_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], raw: str, problem: str
+) -> None:
+    monkeypatch.setenv(images.OVERRIDES_ENV, raw)
+    with pytest.raises(SystemExit) as exited:
+        parse([])
+    assert exited.value.code == 2
+    assert problem in capsys.readouterr().err
 
 
 def test_default_values_keep_every_pin() -> None:

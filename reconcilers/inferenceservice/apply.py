@@ -128,6 +128,7 @@ async def _members(
         fs_group=ctx.settings.default_fs_group,
         restricted=restricted_namespace(ctx.cache, isvc["metadata"]["namespace"]),
         hub=ctx.settings.hf_endpoint,
+        images=ctx.settings.runtime_images,
     )
     wanted = {p["metadata"]["name"] for p in pods}
     ready = 0

@@ -117,11 +117,18 @@ def plan(
         settings.hf_endpoint,
     )
     model_arg = placement.arg
+    images = settings.runtime_images
     command = runtime_command(
-        service, model, model_arg, service.model_ref, claimed, mmproj=placement.mmproj
+        service,
+        model,
+        model_arg,
+        service.model_ref,
+        claimed,
+        mmproj=placement.mmproj,
+        images=images,
     )
     mounts = runtime_mounts(placement, service)
-    problems = runtime_problems(service, model, model_arg, claimed, command, mounts)
+    problems = runtime_problems(service, model, model_arg, claimed, command, mounts, images)
     if service.multi_node is not None and facts.extended_class and not model.uses_claims:
         problems.insert(0, _multi_node_via_dra(model, facts.extended_class))
     queue = queue_name(isvc)

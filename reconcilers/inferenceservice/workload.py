@@ -27,6 +27,7 @@ from reconcilers.sources.loader import (
 from reconcilers.sources.placement import Placement, model_placement
 from runtimes.command import Member, RuntimeCommand, runtime_command
 from runtimes.gpu import GPUAttachment, gpu_attachment, uses_gpu
+from runtimes.images import NO_OVERRIDES, Overrides
 from runtimes.pod_checks import MountedPath
 
 # A Deployment's rolling update as kube-apiserver defaults it.
@@ -206,15 +207,24 @@ def pod_spec(
     fs_group: int = DEFAULT_FS_GROUP,
     restricted: bool = False,
     hub: str = HF_ENDPOINT,
+    images: Overrides = NO_OVERRIDES,
 ) -> Obj:
     """rt: the runtime command already built from these arguments, if the caller has it;
     roots: the operator's --allowed-host-path-roots; store: where the loader writes;
     fs_group: the operator's --default-fsgroup; restricted: the namespace enforces Pod
-    Security `restricted` (pod_security.py); hub: the operator's --hf-endpoint."""
+    Security `restricted` (pod_security.py); hub: the operator's --hf-endpoint; images:
+    its runtimeImages."""
     placement = model_location(model, service.runtime, roots, store, service.hf_token, hub)
     if rt is None:
         rt = runtime_command(
-            service, model, placement.arg, model_name, claimed_devices, member, placement.mmproj
+            service,
+            model,
+            placement.arg,
+            model_name,
+            claimed_devices,
+            member,
+            placement.mmproj,
+            images,
         )
     attach = gpu_attachment(model, service)
     volumes, mounts = list(placement.volumes), list(placement.mounts)
@@ -320,6 +330,7 @@ def build_member_pods(
     fs_group: int = DEFAULT_FS_GROUP,
     restricted: bool = False,
     hub: str = HF_ENDPOINT,
+    images: Overrides = NO_OVERRIDES,
 ) -> list[Obj]:
     """multiNode: one pod per member, pinned with nodeName (device-plugin GPUs only).
 
@@ -345,6 +356,7 @@ def build_member_pods(
             fs_group=fs_group,
             restricted=restricted,
             hub=hub,
+            images=images,
         )
         spec["nodeName"] = member.node
         spec["hostname"] = f"{name}-{rank}"
