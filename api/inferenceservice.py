@@ -449,6 +449,14 @@ STATUS = Object(
                                         "driver": Str(),
                                         "pool": Str(),
                                         "device": Str(),
+                                        "productName": Str(
+                                            description="The device's productName, as its "
+                                            "ResourceSlice publishes it."
+                                        ),
+                                        "memory": Str(
+                                            description="The device's memory capacity, as its "
+                                            "ResourceSlice publishes it."
+                                        ),
                                     }
                                 )
                             ),

@@ -98,6 +98,21 @@ def _claim_rows(model: Obj | None, pods: list[Obj], claims: dict[str, Obj]) -> l
     return rows
 
 
+def _device_rows(allocation: object) -> list[list[str]]:
+    """Per pod, each allocated device as status.allocation has it: driver/pool/device
+    joined by the controller with what the device's ResourceSlice publishes."""
+    if not isinstance(allocation, dict):
+        return []
+    rows = []
+    for pod in allocation.get("pods") or []:
+        for d in pod.get("devices") or []:
+            where = f"{d.get('driver', '?')}/{d.get('pool', '?')}/{d.get('device', '?')}"
+            rows.append(
+                [pod.get("name", "?"), where, d.get("productName", "-"), d.get("memory", "-")]
+            )
+    return rows
+
+
 def _quota_row(quotas: list[Obj], namespace: str, name: str) -> list[list[str]]:
     """The quotas (from any namespace: namespaceRef reaches across) with a row for it."""
     rows: list[list[str]] = []
@@ -188,6 +203,11 @@ async def render_status(client: KubeClient, namespace: str, name: str) -> str | 
         lines.append(_table([header, *([f"  {r[0]}", *r[1:]] for r in claim_rows)]))
     else:
         lines.append("  none (device-plugin GPUs or CPU)")
+    device_rows = _device_rows(st.get("allocation"))
+    if device_rows:
+        lines += ["", "Devices:"]
+        header = ["  POD", "DEVICE", "PRODUCT", "MEMORY"]
+        lines.append(_table([header, *([f"  {r[0]}", *r[1:]] for r in device_rows)]))
     quota_rows = _quota_row(quotas, namespace, name)
     lines += ["", "Quota:"]
     if quota_rows:

@@ -7,7 +7,8 @@ so a gauge can never be stale: a deleted object, or a service that left a phase,
 has no series at the next scrape. Until a source is bound (the composition root binds
 the cache), the families are exported without samples.
 
-Series (LLMKube's names and labels, plus `llmkube_inferenceservice_devices`, ours):
+Series (LLMKube's names and labels, plus the two `llmkube_inferenceservice_device*`
+families, ours):
 
 - `llmkube_gpuquota_used_gpus{gpuquota,namespace}`: status.usedGPUCount (0 until set);
   also under its old name `llmkube_gpuquota_used_gpu_count`, deprecated (a gauge must not
@@ -20,6 +21,9 @@ Series (LLMKube's names and labels, plus `llmkube_inferenceservice_devices`, our
   namespace that has services
 - `llmkube_inferenceservice_devices{inferenceservice,namespace,state=allocated|expected}`:
   DRA devices from status.allocation (services whose Model has claims)
+- `llmkube_inferenceservice_device_products{inferenceservice,namespace,product}`: the
+  allocated DRA devices of status.allocation by productName (`unknown` where the
+  device's ResourceSlice publishes none), ours
 - `llmkube_model_status{model,namespace,phase}`: 1 for the Model's one phase
 """
 
@@ -69,6 +73,16 @@ def _number(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return 0.0
     return float(value)
+
+
+def _products(allocation: Mapping[str, Any]) -> Counter[str]:
+    """Allocated devices per productName in a status.allocation."""
+    found: Counter[str] = Counter()
+    for pod in allocation.get("pods") or []:
+        for device in (pod.get("devices") if isinstance(pod, Mapping) else None) or []:
+            if isinstance(device, Mapping):
+                found[str(device.get("productName") or "unknown")] += 1
+    return found
 
 
 def _key(obj: Obj) -> tuple[str, str]:
@@ -151,6 +165,12 @@ class DomainCollector(Collector):
                 "DRA driver has allocated.",
                 (*ISVC, "state"),
             ),
+            "products": gauge(
+                "llmkube_inferenceservice_device_products",
+                "DRA devices allocated to an InferenceService's pods, by the productName "
+                "their ResourceSlice publishes (unknown: it publishes none).",
+                (*ISVC, "product"),
+            ),
             "model": gauge(
                 "llmkube_model_status",
                 "Current phase of models. Value is always 1; use the phase label for filtering.",
@@ -199,6 +219,8 @@ class DomainCollector(Collector):
                 for state in DEVICE_STATES:
                     value = _number(allocation.get(f"{state}Devices"))
                     families["devices"].add_metric([name, ns, state], value)
+                for product, n in sorted(_products(allocation).items()):
+                    families["products"].add_metric([name, ns, product], n)
         for ns, count in sorted(waiting.items()):
             families["queue"].add_metric([ns], count)
 

@@ -155,6 +155,10 @@ spec: {{gpuCount: 8, namespaceRef: {ns}}}
     shown = status["allocation"]["pods"][0]
     assert shown["name"] == pod["metadata"]["name"]
     assert sorted(d["device"] for d in shown["devices"]) == devices
+    # Joined with the fake driver's ResourceSlice: what the device is.
+    assert {(d["productName"], d["memory"]) for d in shown["devices"]} == {
+        ("NVIDIA H100 80GB HBM3", "80Gi")
+    }
 
     model = get(
         kube_cluster, f"/apis/inference.llmkube.dev/v1alpha1/namespaces/{ns}/models/qwen3-32b"

@@ -57,7 +57,16 @@ def test_gauges_follow_the_objects_at_each_scrape() -> None:
         "spec": {"gpuCount": 4},
         "status": {"usedGPUCount": 3},
     }
-    allocation = {"expectedDevices": 4, "allocatedDevices": 2, "allocatedPods": 1}
+    h100 = {"driver": "gpu.nvidia.com", "productName": "NVIDIA H100 80GB HBM3"}
+    allocation = {
+        "expectedDevices": 4,
+        "allocatedDevices": 3,
+        "allocatedPods": 1,
+        "pods": [
+            {"name": "big-0", "devices": [h100, h100, {"driver": "gpu.example.com"}]},
+            {"name": "big-1", "devices": []},
+        ],
+    }
     objects = DomainObjects(
         models=[model],
         services=[
@@ -86,8 +95,13 @@ def test_gauges_follow_the_objects_at_each_scrape() -> None:
         ("big", "team-a", "WaitingForGPU"): 1,
     }
     assert samples(registry, "llmkube_inferenceservice_devices") == {
-        ("big", "team-a", "allocated"): 2,
+        ("big", "team-a", "allocated"): 3,
         ("big", "team-a", "expected"): 4,
+    }
+    # The product name its ResourceSlice gives each allocated device.
+    assert samples(registry, "llmkube_inferenceservice_device_products") == {
+        ("big", "team-a", "NVIDIA H100 80GB HBM3"): 2,
+        ("big", "team-a", "unknown"): 1,
     }
     replicas = samples(registry, "llmkube_inferenceservice_replicas")
     assert replicas[("big", "team-a", "desired")] == 2 and replicas[("new", "team-a", "ready")] == 0
@@ -105,6 +119,7 @@ def test_gauges_follow_the_objects_at_each_scrape() -> None:
     assert samples(registry, "llmkube_gpuquota_used_gpus") == {}
     assert samples(registry, "llmkube_gpuquota_used_gpu_count") == {}
     assert samples(registry, "llmkube_inferenceservice_devices") == {}
+    assert samples(registry, "llmkube_inferenceservice_device_products") == {}
     assert samples(registry, "llmkube_gpu_queue_depth") == {("team-a",): 0}
 
 

@@ -243,6 +243,34 @@ def test_pod_claim_names_follow_status_for_templates() -> None:
 # -- classes and slices -------------------------------------------------------------
 
 
+def test_device_facts_join_an_allocation_result_with_its_slice() -> None:
+    """productName and memory as NVIDIA's driver publishes them (unqualified: the
+    driver's domain) or qualified, from the pool's newest generation only."""
+    old = resource_slice("node-a", "gpu.nvidia.com", 2, generation=1)
+    new = resource_slice("node-a", "gpu.nvidia.com", 2, generation=2)
+    new["spec"]["devices"][1] |= {
+        "attributes": {"productName": {"string": "NVIDIA L4"}},
+        "capacity": {"memory": {"value": "24Gi"}},
+    }
+    old["spec"]["devices"][1] |= {"attributes": {"productName": {"string": "stale"}}}
+    assert dra.device_facts([old, new], "gpu.nvidia.com", "dev-1") == {
+        "productName": "NVIDIA L4",
+        "memory": "24Gi",
+    }
+    qualified = resource_slice("node-a", "gpu.example.com", 1)
+    qualified["spec"]["devices"][0] |= {
+        "attributes": {"gpu.example.com/productName": {"string": "Example GPU"}},
+        "capacity": {"gpu.example.com/memory": {"value": "80Gi"}},
+    }
+    assert dra.device_facts([qualified], "gpu.example.com", "dev-0") == {
+        "productName": "Example GPU",
+        "memory": "80Gi",
+    }
+    assert dra.device_facts([new], "gpu.nvidia.com", "dev-0") == {}  # says nothing of it
+    assert dra.device_facts([new], "gpu.nvidia.com", "dev-9") == {}  # not published
+    assert dra.device_facts([new], "other.example.com", "dev-1") == {}  # another driver
+
+
 def test_class_drivers_from_cel() -> None:
     simple = dra.class_drivers(device_class("g", 'device.driver == "gpu.nvidia.com"'))
     assert simple == dra.ClassDrivers(frozenset({"gpu.nvidia.com"}), exact=True)

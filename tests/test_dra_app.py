@@ -106,3 +106,9 @@ async def test_status_and_printer_column_of_a_service_sized_from_its_claims(
     assert any(line.split()[:3] == sized for line in lines), out
     claim = next(line for line in lines if line.strip().startswith("gpu "))
     assert claim.count("gpu-node-") == 2, claim
+    # Each device as its ResourceSlice describes it.
+    table = lines[lines.index("Devices:") + 1 :]
+    assert table[0].split() == ["POD", "DEVICE", "PRODUCT", "MEMORY"], out
+    for row in table[1:3]:
+        assert "gpu.nvidia.com/gpu-node-" in row and "NVIDIA H100 80GB HBM3" in row, out
+        assert row.split()[-1] == "80Gi", out

@@ -84,8 +84,11 @@ async def test_guide_examples_without_count_are_sized_from_the_templates(
     claim_name = live["status"]["resourceClaimStatuses"][0]["resourceClaimName"]
     claim = await kube.get(RESOURCE_CLAIM, "default", claim_name)
     assert claim is not None
+    # Each allocation result, joined with what its ResourceSlice says of the device.
+    product = {"productName": "NVIDIA H100 80GB HBM3", "memory": "80Gi"}
     assert pod["devices"] == [
-        {"claim": claim_name, **r} for r in claim["status"]["allocation"]["devices"]["results"]
+        {"claim": claim_name, **r, **product}
+        for r in claim["status"]["allocation"]["devices"]["results"]
     ]
     assert {d["driver"] for d in pod["devices"]} == {"gpu.nvidia.com"}
     assert len({d["device"] for d in pod["devices"]}) == 2

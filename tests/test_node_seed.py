@@ -43,6 +43,20 @@ from .support.node import (
 pytestmark = pytest.mark.timeout(900)
 
 
+def published_memory(cluster: Any, result: Obj) -> str | None:
+    """The memory capacity the driver's ResourceSlice gives the allocated device."""
+    for item in cluster.http("GET", "/apis/resource.k8s.io/v1/resourceslices")["items"]:
+        spec = item["spec"]
+        if spec["driver"] != result["driver"] or spec["pool"]["name"] != result["pool"]:
+            continue
+        for device in spec.get("devices") or []:
+            if device["name"] == result["device"]:
+                capacity = device.get("capacity") or {}
+                memory = capacity.get("memory") or capacity.get(f"{spec['driver']}/memory")
+                return str(memory["value"]) if memory else None
+    return None
+
+
 def test_seed_single_gpu_example_serves_embeddings_from_a_real_pod(
     node_cluster: NodeCluster, node_controller: PodController, tmp_path: Path
 ) -> None:
@@ -123,6 +137,10 @@ def test_seed_single_gpu_example_serves_embeddings_from_a_real_pod(
         isvc = wait_for(allocated, "InferenceService Ready with 1/1 allocated", cluster)
         shown = isvc["status"]["allocation"]["pods"][0]
         assert [d["device"] for d in shown["devices"]] == [result["device"]]
+        # The real example driver's slice gives the device's memory (it publishes no
+        # productName: its model attribute is not NVIDIA's).
+        published = published_memory(cluster, result)
+        assert published and shown["devices"][0].get("memory") == published
 
         # A second replica reuses the cached file: no second download.
         cluster.http(

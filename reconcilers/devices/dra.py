@@ -313,6 +313,38 @@ def published_devices(slices: Iterable[Obj]) -> dict[str, dict[str, int]]:
     return counts
 
 
+def _attribute(entries: Any, driver: str, name: str) -> Any:
+    """A device attribute or capacity by its name, unqualified (the driver's own domain,
+    as NVIDIA's driver publishes) or qualified `<driver>/<name>`."""
+    if not isinstance(entries, Mapping):
+        return None
+    return entries.get(name, entries.get(f"{driver}/{name}"))
+
+
+def device_facts(pool_slices: Iterable[Obj], driver: str, device: str) -> dict[str, str]:
+    """What the pool's newest slices publish of one device: productName (NVIDIA's
+    attribute) and its memory capacity, as far as they say; {} when it is not there."""
+    pool = [
+        s for s in pool_slices if isinstance(s, Mapping) and _get(s, "spec", "driver") == driver
+    ]
+    newest = max((int(_get(s, "spec", "pool", "generation") or 0) for s in pool), default=0)
+    for s in pool:
+        if int(_get(s, "spec", "pool", "generation") or 0) < newest:
+            continue
+        for d in _list(_get(s, "spec", "devices")):
+            if not isinstance(d, Mapping) or d.get("name") != device:
+                continue
+            facts = {}
+            product = _attribute(d.get("attributes"), driver, "productName")
+            if isinstance(product, Mapping) and isinstance(product.get("string"), str):
+                facts["productName"] = product["string"]
+            memory = _attribute(d.get("capacity"), driver, "memory")
+            if isinstance(memory, Mapping) and memory.get("value") is not None:
+                facts["memory"] = str(memory["value"])
+            return facts
+    return {}
+
+
 def devices_per_driver(slices: Iterable[Obj]) -> dict[str, int]:
     """Devices published in the whole cluster per driver."""
     total: dict[str, int] = {}

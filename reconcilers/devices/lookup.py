@@ -11,7 +11,9 @@ to a service's pods, in the `status.allocation` shape other components read:
     requestedPerPod   devices one pod's claims ask for (absent when unknown)
     devicesPerPod     devices one allocated pod holds; kept while no pod is allocated
                       and the claims ask for the same (what a GPUQuota charges)
-    pods              [{name, devices: [{claim, request, driver, pool, device}]}]
+    pods              [{name, devices: [{claim, request, driver, pool, device,
+                      productName, memory}]}]: the last two as the device's ResourceSlice
+                      publishes them (absent when it says nothing of them)
 """
 
 from __future__ import annotations
@@ -68,6 +70,29 @@ def resource_slices(cache: Cache) -> list[Obj]:
     return cache.list(RESOURCE_SLICE)
 
 
+BY_POOL = "driver-pool"
+
+
+def slice_pool(resource_slice: Obj) -> list[str]:
+    """The index function: `<driver>/<pool>`, the allocation result's two names."""
+    spec = resource_slice.get("spec") or {}
+    driver, pool = spec.get("driver"), (spec.get("pool") or {}).get("name")
+    return [f"{driver}/{pool}"] if isinstance(driver, str) and isinstance(pool, str) else []
+
+
+def index_slices(cache: Cache) -> None:
+    cache.add_index(RESOURCE_SLICE, BY_POOL, slice_pool)
+
+
+def device_facts(cache: Cache, device: dra.AllocatedDevice) -> dict[str, str]:
+    """productName and memory of an allocated device, from its pool's slices."""
+    try:
+        pool = cache.by_index(RESOURCE_SLICE, BY_POOL, f"{device.driver}/{device.pool}")
+    except KeyError:  # index_slices not run: this manager reads no slices
+        return {}
+    return dra.device_facts(pool, device.driver, device.device)
+
+
 def allocation_status(
     cache: Cache, pods: Iterable[Obj], per_pod: int | None, previous: Obj | None = None
 ) -> Obj:
@@ -98,6 +123,7 @@ def allocation_status(
                     "driver": d.driver,
                     "pool": d.pool,
                     "device": d.device,
+                    **device_facts(cache, d),
                 }
                 for d in dra.allocated_devices(claim)
             ]

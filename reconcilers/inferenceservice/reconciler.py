@@ -55,6 +55,7 @@ from controller.resources import (
 from objtypes import Obj
 from reconcilers.context import Context
 from reconcilers.devices.claims import missing_claims, names_claim
+from reconcilers.devices.lookup import index_slices
 from reconcilers.inferenceservice.apply import apply
 from reconcilers.inferenceservice.plan import observe, plan
 from reconcilers.inferenceservice.pod_lifetime import recycle_expired
@@ -87,6 +88,7 @@ class InferenceServiceReconciler:
         self.ctx = ctx
         self.claims = ClaimMaker()  # the model cache claims made by this controller run
         index_pods(ctx.cache)  # its pods by the service label, kept from the first event on
+        index_slices(ctx.cache)  # allocated devices' product and memory, by driver/pool
 
     @property
     def primary(self) -> ResourceType:
