@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from api import InvalidSpec, parse_gpu_quota
 from api import conditions as c
+from api import parse_gpu_quota
 from controller.informer import Event
 from controller.reconcile import Request, Result, Watch
 from controller.resources import (
@@ -26,7 +26,9 @@ from controller.resources import (
     ResourceType,
     object_key,
 )
+from objtypes import Obj
 from reconcilers.context import Context
+from reconcilers.opening import open_object
 from reconcilers.quota.index import admission_changes, quota_index, quota_key
 from reconcilers.quota.rule import Allocation
 from reconcilers.writes.conditions import Condition
@@ -86,18 +88,16 @@ class GPUQuotaReconciler:
             q_ns, _, q_name = key.partition("/")
             yield Request(self.name, q_ns, q_name)
 
+    async def _invalid(self, obj: Obj, message: str) -> None:
+        await self.ctx.status.write(
+            GPU_QUOTA, obj, {}, [Condition(c.READY, False, c.INVALID_SPEC, message)]
+        )
+
     async def reconcile(self, request: Request) -> Result:
-        obj = self.ctx.cache.get(GPU_QUOTA, request.namespace, request.name)
-        if obj is None:
+        opened = await open_object(self.ctx, GPU_QUOTA, request, parse_gpu_quota, self._invalid)
+        if opened is None:
             return Result()
-        try:
-            own = parse_gpu_quota(obj.get("spec"))
-        except InvalidSpec as e:
-            message = "; ".join(e.errors)
-            await self.ctx.status.write(
-                GPU_QUOTA, obj, {}, [Condition(c.READY, False, c.INVALID_SPEC, message)]
-            )
-            return Result()
+        obj, own = opened
         ordered = quota_index(self.ctx.cache).quota_allocations(quota_key(obj))
         used = sum(a.gpus for a in ordered)
         requested = sum(a.requested_replicas * a.gpus_per_replica for a in ordered)

@@ -67,6 +67,7 @@ from reconcilers.inferenceservice.status import (
     write_refused,
     write_served,
 )
+from reconcilers.opening import open_object
 from reconcilers.ownership import MANAGED_BY, MANAGER, SERVICE_LABEL
 from reconcilers.quota.index import admission_changes
 from reconcilers.sources.cache_claim import ClaimMaker
@@ -209,15 +210,16 @@ class InferenceServiceReconciler:
 
     # -- reconcile ------------------------------------------------------------------
 
+    async def _invalid(self, isvc: Obj, message: str) -> None:
+        await write_blocked(self.ctx, isvc, c.INVALID_SPEC, message, phase="Failed")
+
     async def reconcile(self, request: Request) -> Result:
-        isvc = self.ctx.cache.get(INFERENCE_SERVICE, request.namespace, request.name)
-        if isvc is None:
+        opened = await open_object(
+            self.ctx, INFERENCE_SERVICE, request, parse_inference_service, self._invalid
+        )
+        if opened is None:
             return Result()
-        try:
-            service = parse_inference_service(isvc.get("spec"))
-        except InvalidSpec as e:
-            await write_blocked(self.ctx, isvc, c.INVALID_SPEC, "; ".join(e.errors), phase="Failed")
-            return Result()
+        isvc, service = opened
         if not service.served:
             await write_blocked(
                 self.ctx,

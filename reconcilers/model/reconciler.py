@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from api import InvalidSpec, ModelSpec, parse_model
+from api import ModelSpec, parse_model
 from api import conditions as c
 from api.source import host_path_error
 from controller.informer import Event
@@ -37,6 +37,7 @@ from reconcilers.devices.lookup import device_classes, model_demand, resource_sl
 from reconcilers.model.delivery import Delivery, delivery
 from reconcilers.model.pods import index_model_pods, model_pods
 from reconcilers.model.prefetch import ensure_prefetch
+from reconcilers.opening import open_object
 from reconcilers.ownership import MANAGED_BY, MANAGER, MODEL_LABEL
 from reconcilers.sources.loader import needs_loader
 from reconcilers.writes.conditions import Condition
@@ -178,24 +179,22 @@ class ModelReconciler:
                 ns, name = object_key(m)
                 yield Request(self.name, ns, name)
 
+    async def _invalid(self, obj: Obj, message: str) -> None:
+        await self.ctx.status.write(
+            MODEL,
+            obj,
+            {"phase": "Failed", "acceleratorReady": False},
+            [
+                Condition(ACCELERATOR_READY, False, c.INVALID_SPEC, message),
+                Condition(READY, False, c.INVALID_SPEC, message),
+            ],
+        )
+
     async def reconcile(self, request: Request) -> Result:
-        obj = self.ctx.cache.get(MODEL, request.namespace, request.name)
-        if obj is None:
+        opened = await open_object(self.ctx, MODEL, request, parse_model, self._invalid)
+        if opened is None:
             return Result()
-        try:
-            model = parse_model(obj.get("spec"))
-        except InvalidSpec as e:
-            message = "; ".join(e.errors)
-            await self.ctx.status.write(
-                MODEL,
-                obj,
-                {"phase": "Failed", "acceleratorReady": False},
-                [
-                    Condition(ACCELERATOR_READY, False, c.INVALID_SPEC, message),
-                    Condition(READY, False, c.INVALID_SPEC, message),
-                ],
-            )
-            return Result()
+        obj, model = opened
         # Read once for the condition and for status.gpu.extendedResourceClass.
         plugin = model.is_gpu_model and not model.uses_claims
         classes = device_classes(self.ctx.cache) if plugin else None
