@@ -101,7 +101,7 @@ def runtime_problems(
 ) -> list[Problem]:
     """What would stop the runtime or its pods; rt is the command already built from
     the same arguments, if the caller has it; mounts: the runtime container's mounts
-    (workload.runtime_mounts), to check the model paths extraArgs name; images: the
+    (sources/placement.runtime_mounts), to check the model paths extraArgs name; images: the
     operator's runtimeImages."""
     runtime = service.runtime
     problems = []

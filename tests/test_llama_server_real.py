@@ -46,7 +46,8 @@ from api.inferenceservice import LLAMACPP_CACHE_TYPES, LLAMACPP_QUANTIZED_CACHE_
 from api.podfields import LLAMACPP_ROPE_TYPES, ROPE_TYPES
 from devcluster.tiny_gguf import N_EMBD, write_tiny_gguf
 from objtypes import Obj
-from reconcilers.inferenceservice.workload import model_location, pod_spec
+from reconcilers.inferenceservice.workload import pod_spec
+from reconcilers.sources.placement import model_placement
 from runtimes.args import EXITS_AT_START
 from runtimes.checks import runtime_problems
 from runtimes.command import SPLIT_MODES
@@ -331,7 +332,7 @@ def run_case(binary: Path, model_path: Path, case: Case) -> Outcome:
     args: list[str] = container["args"]
     outcome = Outcome(args)
     problems = runtime_problems(
-        service, model, model_location(model, service.runtime, HOST_ROOTS).arg
+        service, model, model_placement(model, service.runtime, HOST_ROOTS).arg
     )
     if problems:
         outcome.refused = [p.reason for p in problems]

@@ -18,7 +18,8 @@ from controller.kube import KubeClient
 from controller.manager import Manager
 from controller.resources import DEPLOYMENT, INFERENCE_SERVICE
 from objtypes import Obj
-from reconcilers.inferenceservice.workload import model_location, pod_spec, runtime_mounts
+from reconcilers.inferenceservice.workload import pod_spec
+from reconcilers.sources.placement import model_placement, runtime_mounts
 from runtimes.args import runtime_arg_errors
 from runtimes.checks import runtime_problems
 from runtimes.command import SPLIT_MODES
@@ -47,7 +48,7 @@ def cpu_gguf(source: str = GGUF) -> Any:
 def problems(m: Any, runtime: str, claimed: int | None = None, **spec: Any) -> list[str]:
     """What the reconcile refuses (reason: message), mounts as the pod gets them."""
     service = parse_inference_service({"modelRef": "m", "runtime": runtime, **spec})
-    placement = model_location(m, runtime)
+    placement = model_placement(m, runtime)
     found = runtime_problems(
         service, m, placement.arg, claimed, mounts=runtime_mounts(placement, service)
     )

@@ -29,10 +29,9 @@ from api.source import host_path_error
 from objtypes import Obj
 from reconcilers.inferenceservice.workload import (
     build_member_pods,
-    model_location,
     pod_spec,
-    runtime_mounts,
 )
+from reconcilers.sources.placement import model_placement, runtime_mounts
 from runtimes import values as rv
 from runtimes.args import LOOPBACK, extra_options, vllm_positionals
 from runtimes.checks import INVALID_RUNTIME_CONFIG, Problem, runtime_problems
@@ -487,7 +486,7 @@ def _refused(service: Any, model: Any) -> list[Problem] | None:
     runtime's problems ([] when refused for another rule), or None when it is served."""
     if rule_errors(service, model) or host_path_error(model.location, ROOTS):
         return []
-    placement = model_location(model, service.runtime, ROOTS)
+    placement = model_placement(model, service.runtime, ROOTS)
     mounts = runtime_mounts(placement, service)
     return runtime_problems(service, model, placement.arg, mounts=mounts) or None
 
@@ -834,7 +833,7 @@ def test_each_refusal_names_the_field_and_the_release_would_exit(
     fmt = "gguf" if runtime == "llamacpp" else "safetensors"
     model = parse_model({"source": source, "format": fmt, "hardware": ONE_GPU})
     service = parse_inference_service(spec)
-    problems = runtime_problems(service, model, model_location(model, runtime, ROOTS).arg)
+    problems = runtime_problems(service, model, model_placement(model, runtime, ROOTS).arg)
     assert [p.reason for p in problems] == [INVALID_RUNTIME_CONFIG], problems
     assert field in problems[0].message, problems[0].message
     allowed, message = verdict(_request(spec))
@@ -859,7 +858,7 @@ def test_underscore_spellings_replace_ours_and_count_toward_parallelism() -> Non
         if runtime == "llamacpp":
             model = parse_model({"source": "https://example.com/m.gguf", "hardware": ONE_GPU})
         service = parse_inference_service({"modelRef": "m", "runtime": runtime, "extraArgs": extra})
-        problems = runtime_problems(service, model, model_location(model, runtime, ROOTS).arg)
+        problems = runtime_problems(service, model, model_placement(model, runtime, ROOTS).arg)
         assert [p.reason for p in problems] == ["ParallelismExceedsGPUs"], (extra, problems)
     service = parse_inference_service(
         {
@@ -1015,7 +1014,7 @@ def test_no_argv_asks_for_more_devices_than_the_claims_give() -> None:
                 service = parse_inference_service(spec)
                 if rule_errors(service, model) or host_path_error(model.location, ROOTS):
                     continue
-                arg = model_location(model, runtime, ROOTS).arg
+                arg = model_placement(model, runtime, ROOTS).arg
                 if runtime_problems(service, model, arg, claimed):
                     refused += 1
                     continue

@@ -26,9 +26,9 @@ from objtypes import Obj
 from reconcilers.inferenceservice.workload import (
     build_member_pods,
     build_service,
-    model_location,
     pod_spec,
 )
+from reconcilers.sources.placement import model_placement
 from runtimes import images
 from runtimes.checks import runtime_problems
 
@@ -399,7 +399,7 @@ def test_11_loader_resumes_or_replaces_a_partial_download(tmp_path: Path) -> Non
 # 5 (continued): the GPUs a pod gets are what its claims ask for; every parallel axis counts.
 def _refusal(model: Any, runtime: str, claimed: int | None = None, **spec: Any) -> str:
     service = parse_inference_service({"modelRef": "m", "runtime": runtime, **spec})
-    problems = runtime_problems(service, model, model_location(model).arg, claimed)
+    problems = runtime_problems(service, model, model_placement(model).arg, claimed)
     return "; ".join(f"{p.reason}: {p.message}" for p in problems)
 
 

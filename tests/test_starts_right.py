@@ -18,9 +18,10 @@ from controller.errors import ApiError
 from controller.kube import KubeClient
 from controller.manager import Manager
 from controller.resources import DEPLOYMENT, INFERENCE_SERVICE, MODEL
-from reconcilers.inferenceservice.workload import model_location, pod_spec
+from reconcilers.inferenceservice.workload import pod_spec
 from reconcilers.model.delivery import delivery
 from reconcilers.sources.loader import LOADER_NAME, hf_token_env, loader_for
+from reconcilers.sources.placement import model_placement
 from runtimes.checks import runtime_problems
 from testserver.loader_sim import simulated_sha256
 from webhook.admission import verdict
@@ -35,7 +36,7 @@ GPU = {"accelerator": "cuda", "gpu": {"enabled": True, "vendor": "nvidia"}}
 
 def refusals(model: Any, runtime: str, **spec: Any) -> str:
     service = parse_inference_service({"modelRef": "m", "runtime": runtime, **spec})
-    problems = runtime_problems(service, model, model_location(model).arg)
+    problems = runtime_problems(service, model, model_placement(model).arg)
     return "; ".join(f"{p.reason}: {p.message}" for p in problems)
 
 

@@ -21,12 +21,12 @@ from reconcilers.devices import dra
 from reconcilers.devices.kueue import kueue_status, queue_name
 from reconcilers.devices.lookup import device_classes, model_demand, templates
 from reconcilers.inferenceservice.advice import advisories
-from reconcilers.inferenceservice.workload import model_location, runtime_mounts
 from reconcilers.quota.index import namespace_allocations
 from reconcilers.quota.rule import MIN_PRIORITY, VRAM_BYTES, Allocation
 from reconcilers.settings import Settings
 from reconcilers.sources.cache_claim import store_for
 from reconcilers.sources.loader import EPHEMERAL, Store
+from reconcilers.sources.placement import model_placement, runtime_mounts
 from reconcilers.writes.conditions import Condition
 from runtimes.checks import Problem, runtime_problems
 from runtimes.command import RuntimeCommand, runtime_command
@@ -108,7 +108,7 @@ def plan(
     # form, image): refused before any workload is written. Built once: checked here,
     # and the Deployment's pods run this same command.
     store = store_for(isvc, service, model, settings.model_cache)
-    placement = model_location(
+    placement = model_placement(
         model,
         service.runtime,
         settings.allowed_host_path_roots,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from controller.cache import Cache
-from controller.resources import POD, object_key
+from controller.resources import DEPLOYMENT, POD, object_key
 from objtypes import Obj
 from reconcilers.ownership import SERVICE_LABEL
 
@@ -86,3 +86,14 @@ def runtime_restarts(pods: Iterable[Obj], container: str) -> tuple[int, str]:
                 worst = count
                 ended = f"{last.get('reason') or 'terminated'}, exit code {last.get('exitCode')}"
     return total, ended
+
+
+def has_workload(cache: Cache, isvc: Obj) -> bool:
+    """Is a workload of ours already running? Then a vanished claim does not stop it."""
+    ns, name = object_key(isvc)
+    uid = isvc["metadata"]["uid"]
+    live = cache.get(DEPLOYMENT, ns, name)
+    owned = live is not None and any(
+        r.get("uid") == uid for r in live["metadata"].get("ownerReferences") or []
+    )
+    return owned or bool(owned_pods(cache, isvc))

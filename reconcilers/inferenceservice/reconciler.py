@@ -59,10 +59,9 @@ from reconcilers.devices.lookup import index_slices
 from reconcilers.inferenceservice.apply import apply
 from reconcilers.inferenceservice.plan import observe, plan
 from reconcilers.inferenceservice.pod_lifetime import recycle_expired
-from reconcilers.inferenceservice.pods import index_pods
+from reconcilers.inferenceservice.pods import has_workload, index_pods
 from reconcilers.inferenceservice.predicates import deployment_status, read_changed
 from reconcilers.inferenceservice.status import (
-    has_workload,
     write_blocked,
     write_refused,
     write_served,

@@ -10,15 +10,15 @@ from __future__ import annotations
 from api import InferenceServiceSpec, ModelSpec
 from api import conditions as c
 from controller.cache import Cache
-from controller.resources import DEPLOYMENT, INFERENCE_SERVICE, object_key
+from controller.resources import INFERENCE_SERVICE, object_key
 from objtypes import Obj
 from reconcilers.context import Context
 from reconcilers.devices.lookup import allocation_status
 from reconcilers.inferenceservice.apply import Applied
 from reconcilers.inferenceservice.plan import Plan
 from reconcilers.inferenceservice.pods import (
+    has_workload,
     live_pods,
-    owned_pods,
     runtime_restarts,
     service_pods,
 )
@@ -42,17 +42,6 @@ WORKLOAD_STATUS_KEYS = (
     "runtime",
     "mode",
 )
-
-
-def has_workload(cache: Cache, isvc: Obj) -> bool:
-    """Is a workload of ours already running? Then a vanished claim does not stop it."""
-    ns, name = object_key(isvc)
-    uid = isvc["metadata"]["uid"]
-    live = cache.get(DEPLOYMENT, ns, name)
-    owned = live is not None and any(
-        r.get("uid") == uid for r in live["metadata"].get("ownerReferences") or []
-    )
-    return owned or bool(owned_pods(cache, isvc))
 
 
 def kept_status(cache: Cache, isvc: Obj) -> Obj:

@@ -18,17 +18,15 @@ from reconcilers.ownership import (
 from reconcilers.pod_security import DEFAULT_FS_GROUP, harden
 from reconcilers.sources.loader import (
     EPHEMERAL,
-    MODEL_DIR,
     Store,
     hf_token_env,
     needs_loader,
     secret_env,
 )
-from reconcilers.sources.placement import Placement, model_placement
+from reconcilers.sources.placement import model_placement
 from runtimes.command import Member, RuntimeCommand, runtime_command
 from runtimes.gpu import GPUAttachment, gpu_attachment, uses_gpu
 from runtimes.images import NO_OVERRIDES, Overrides
-from runtimes.pod_checks import MountedPath
 
 # A Deployment's rolling update as kube-apiserver defaults it.
 ROLLING_UPDATE = {"maxSurge": "25%", "maxUnavailable": "25%"}
@@ -38,30 +36,6 @@ CONTAINER = "inference"
 def pod_labels(isvc: Obj, service: InferenceServiceSpec) -> dict[str, str]:
     """spec.podLabels, under ours: our labels select the pods and must win."""
     return {**service.pod.pod_labels, **labels(isvc, service.model_ref)}
-
-
-def model_location(
-    model: ModelSpec,
-    runtime: str = "vllm",
-    roots: tuple[str, ...] = (),
-    store: Store = EPHEMERAL,
-    hf_token: tuple[str, str] | None = None,
-    hub: str = HF_ENDPOINT,
-) -> Placement:
-    """What the runtime loads and the volumes and init container behind it; raises
-    SourceNotAllowed for a host path outside `roots` (--allowed-host-path-roots)."""
-    return model_placement(model, runtime, roots, store, hf_token, hub)
-
-
-def runtime_mounts(placement: Placement, service: InferenceServiceSpec) -> list[MountedPath]:
-    """The runtime container's mounts as pod_spec makes them: the model source's, the
-    loader's /models (an emptyDir holds only what the loader writes), extraVolumeMounts."""
-    out = [MountedPath(str(m["mountPath"])) for m in placement.mounts]
-    if placement.models_dir:
-        staged = tuple(p for p in (placement.arg, placement.mmproj) if p)
-        out.append(MountedPath(MODEL_DIR, None if placement.store.claim else staged))
-    out += [MountedPath(str(m.get("mountPath") or "")) for m in service.fields.extra_volume_mounts]
-    return out
 
 
 # Runtimes whose health endpoint answers while busy (llama.cpp's /health is served
@@ -214,7 +188,7 @@ def pod_spec(
     fs_group: the operator's --default-fsgroup; restricted: the namespace enforces Pod
     Security `restricted` (pod_security.py); hub: the operator's --hf-endpoint; images:
     its runtimeImages."""
-    placement = model_location(model, service.runtime, roots, store, service.hf_token, hub)
+    placement = model_placement(model, service.runtime, roots, store, service.hf_token, hub)
     if rt is None:
         rt = runtime_command(
             service,

@@ -18,10 +18,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from api import ModelSpec
+from api import InferenceServiceSpec, ModelSpec
 from api.source import HF_ENDPOINT, host_path_error
 from objtypes import Obj
-from reconcilers.sources.loader import EPHEMERAL, Store, loader_for
+from reconcilers.sources.loader import EPHEMERAL, MODEL_DIR, Store, loader_for
+from runtimes.pod_checks import MountedPath
 
 PVC_MOUNT = "/model-source"  # LLMKube's mount point of a pvc:// source
 
@@ -56,7 +57,7 @@ def host_path_type(model: ModelSpec, runtime: str, path: str) -> str:
 
 def model_placement(
     model: ModelSpec,
-    runtime: str,
+    runtime: str = "vllm",
     roots: tuple[str, ...] = (),
     store: Store = EPHEMERAL,
     hf_token: tuple[str, str] | None = None,
@@ -90,3 +91,14 @@ def model_placement(
         mount = {"name": "host-model", "mountPath": source.path, "readOnly": True}
         return Placement(source.path, volumes=[volume], mounts=[mount])
     raise AssertionError(f"no placement for source kind {source.kind}")
+
+
+def runtime_mounts(placement: Placement, service: InferenceServiceSpec) -> list[MountedPath]:
+    """The runtime container's mounts as the pod gets them: the model source's, the
+    loader's /models (an emptyDir holds only what the loader writes), extraVolumeMounts."""
+    out = [MountedPath(str(m["mountPath"])) for m in placement.mounts]
+    if placement.models_dir:
+        staged = tuple(p for p in (placement.arg, placement.mmproj) if p)
+        out.append(MountedPath(MODEL_DIR, None if placement.store.claim else staged))
+    out += [MountedPath(str(m.get("mountPath") or "")) for m in service.fields.extra_volume_mounts]
+    return out

@@ -28,7 +28,8 @@ sys.path.insert(0, str(REPO))
 
 from api import parse_inference_service, parse_model  # noqa: E402
 from objtypes import Obj  # noqa: E402
-from reconcilers.inferenceservice.workload import model_location, pod_spec  # noqa: E402
+from reconcilers.inferenceservice.workload import pod_spec  # noqa: E402
+from reconcilers.sources.placement import model_placement  # noqa: E402
 from runtimes.checks import runtime_problems  # noqa: E402
 from runtimes.flags import LLAMACPP  # noqa: E402
 
@@ -185,7 +186,7 @@ def render(model_path: str) -> list[Obj]:
         ][0]
         args: list[str] = container["args"]
         problems = runtime_problems(
-            service, model, model_location(model, service.runtime, HOST_ROOTS).arg
+            service, model, model_placement(model, service.runtime, HOST_ROOTS).arg
         )
         refused = [f"{p.reason}: {p.message}" for p in problems]
         if bool(refused) != (expect == "exit"):
