@@ -55,9 +55,9 @@ def pod_gpus(model: ModelSpec, service: InferenceServiceSpec, claimed: int | Non
     return gpu_count(model, service.gpu) or 1
 
 
-def parallelism(runtime: str, rt: RuntimeCommand, multi_node: bool = False) -> tuple[int, str]:
+def parallelism(runtime: str, cmd: RuntimeCommand, multi_node: bool = False) -> tuple[int, str]:
     """The GPUs one pod's argv asks for, and how it got there (for the message)."""
-    opts = user_args(runtime, tuple(rt.args))
+    opts = user_args(runtime, tuple(cmd.args))
 
     def n(name: str) -> int:
         return int_value(opts.value(name)) or 1
@@ -79,7 +79,7 @@ def parallelism(runtime: str, rt: RuntimeCommand, multi_node: bool = False) -> t
     if runtime == "sglang":
         tp, dp, pp = n("--tp-size"), n("--dp-size"), n("--pp-size")
         pipeline = f" x pipeline parallel {pp}" if pp > 1 else ""
-        if "--enable-dp-attention" in rt.args:  # data parallel inside the TP group
+        if "--enable-dp-attention" in cmd.args:  # data parallel inside the TP group
             return tp * pp, f"tensor parallel {tp}{pipeline} (dp attention {dp})"
         return tp * dp * pp, f"tensor parallel {tp} x data parallel {dp}{pipeline}"
     if runtime == "tgi":
@@ -95,11 +95,11 @@ def runtime_problems(
     model: ModelSpec,
     model_arg: str,
     claimed_devices: int | None = None,
-    rt: RuntimeCommand | None = None,
+    cmd: RuntimeCommand | None = None,
     mounts: Sequence[MountedPath] | None = None,
     images: Overrides = NO_OVERRIDES,
 ) -> list[Problem]:
-    """What would stop the runtime or its pods; rt is the command already built from
+    """What would stop the runtime or its pods; cmd is the command already built from
     the same arguments, if the caller has it; mounts: the runtime container's mounts
     (sources/placement.runtime_mounts), to check the model paths extraArgs name; images: the
     operator's runtimeImages."""
@@ -133,11 +133,11 @@ def runtime_problems(
                 f"(a URL or path), not {model_arg!r}",
             )
         )
-    if rt is None:
-        rt = runtime_command(
+    if cmd is None:
+        cmd = runtime_command(
             service, model, model_arg, service.model_ref, claimed_devices, images=images
         )
-    opts = user_args(runtime, tuple(rt.args))
+    opts = user_args(runtime, tuple(cmd.args))
     problems += [Problem(INVALID_RUNTIME_CONFIG, e) for e in runtime_arg_errors(service)]
     problems += _platform_problems(service, model)
     shards = int_value(opts.value("--num-shard")) or 1
@@ -151,7 +151,7 @@ def runtime_problems(
             )
         )
     problems += [
-        Problem(INVALID_RUNTIME_CONFIG, m) for m in pod_field_problems(service, tuple(rt.args))
+        Problem(INVALID_RUNTIME_CONFIG, m) for m in pod_field_problems(service, tuple(cmd.args))
     ]
     if mounts is not None:
         problems += [
@@ -170,12 +170,12 @@ def runtime_problems(
     if runtime == "llamacpp":
         problems += [
             Problem(INVALID_RUNTIME_CONFIG, m)
-            for m in _llamacpp_split_problems(service, model, rt, gpus)
+            for m in _llamacpp_split_problems(service, model, cmd, gpus)
         ]
     startup = {"sglang": sglang_problems, "llamacpp": llamacpp_env_problems, "vllm": vllm_problems}
     if runtime in startup:
-        problems += [Problem(INVALID_RUNTIME_CONFIG, m) for m in startup[runtime](service, rt)]
-    wanted, how = parallelism(runtime, rt, service.multi_node is not None)
+        problems += [Problem(INVALID_RUNTIME_CONFIG, m) for m in startup[runtime](service, cmd)]
+    wanted, how = parallelism(runtime, cmd, service.multi_node is not None)
     extra = user_args(runtime, normalize_user_args(runtime, service.extra_args))
     if runtime == "llamacpp" and model.gpu.layer_split and "--tensor-split" not in extra:
         how += f" (Model {service.model_ref!r} spec.hardware.gpu.sharding.layerSplit)"
@@ -213,7 +213,7 @@ ROW_SPLIT_VARIANTS = ("intel",)
 
 
 def _llamacpp_split_problems(
-    service: InferenceServiceSpec, model: ModelSpec, rt: RuntimeCommand, gpus: int | None
+    service: InferenceServiceSpec, model: ModelSpec, cmd: RuntimeCommand, gpus: int | None
 ) -> list[str]:
     """The split mode the pod runs, refused where b10068 exits at load with it: row on a
     GPU build without split buffers ("device CUDA0 does not support split buffers"),
@@ -223,7 +223,7 @@ def _llamacpp_split_problems(
     if not uses_gpu(model, service):
         return []  # no GPU device: the split mode has no effect
     extra = normalize_user_args("llamacpp", service.extra_args)
-    mode = user_args("llamacpp", tuple(rt.args)).value("--split-mode")
+    mode = user_args("llamacpp", tuple(cmd.args)).value("--split-mode")
     user = user_args("llamacpp", extra).value("--split-mode")
     where = (
         "spec.extraArgs (--split-mode)"
@@ -239,7 +239,7 @@ def _llamacpp_split_problems(
             f"in its SYCL build (the intel image): the {build} image exits at load ('device "
             "... does not support split buffers'); use tensor (parallel) or layer"
         )
-    fa = user_args("llamacpp", tuple(rt.args)).value("--flash-attn")
+    fa = user_args("llamacpp", tuple(cmd.args)).value("--flash-attn")
     if mode == "tensor" and gpus == 1:
         problems.append(
             f"{where}: tensor split on a pod with one GPU: llama.cpp b10068 aborts at "

@@ -33,9 +33,9 @@ ALIASES = {
 class _Argv:
     """The argv as the runtime's parser reads it, resolved once for all the rules."""
 
-    def __init__(self, runtime: str, rt: RuntimeCommand) -> None:
+    def __init__(self, runtime: str, cmd: RuntimeCommand) -> None:
         self.runtime = runtime
-        self.options = list(resolve(runtime, tuple(rt.args)))
+        self.options = list(resolve(runtime, tuple(cmd.args)))
 
     def _names(self, option: str) -> tuple[str, ...]:
         return ALIASES.get((self.runtime, option), (option,))
@@ -82,17 +82,17 @@ def _where(runtime: str, service: InferenceServiceSpec, option: str, field: str 
     return f"spec.{field} ({option})"
 
 
-def sglang_problems(service: InferenceServiceSpec, rt: RuntimeCommand) -> list[str]:
+def sglang_problems(service: InferenceServiceSpec, cmd: RuntimeCommand) -> list[str]:
     """Relations SGLang 0.5.23 asserts while it resolves its arguments, before it loads
     anything (python/sglang/srt/arg_groups/parallel_hook.py, run by pipeline.py)."""
-    opts, argv = user_args("sglang", tuple(rt.args)), _Argv("sglang", rt)
+    opts, argv = user_args("sglang", tuple(cmd.args)), _Argv("sglang", cmd)
     tp = int_value(opts.value("--tp-size")) or 1
     problems = []
     # handle_deprecated_dp_attention turns `--enable-dp-attention --dp-size N` into
     # --attn-dp-size N (where --attn-dp-size is 1); handle_data_parallelism then asserts
     # `tp_size % attn_dp_size == 0`: each attention group takes an equal share of the TP ranks.
     attn_dp, option = int_value(argv.last_value("--attn-dp-size")) or 1, "--attn-dp-size"
-    if attn_dp == 1 and "--enable-dp-attention" in rt.args:
+    if attn_dp == 1 and "--enable-dp-attention" in cmd.args:
         attn_dp, option = int_value(opts.value("--dp-size")) or 1, "--dp-size"
     if attn_dp > 1 and tp % attn_dp:
         field = "sglangConfig.dataParallelSize" if option == "--dp-size" else None
@@ -149,7 +149,7 @@ def sglang_problems(service: InferenceServiceSpec, rt: RuntimeCommand) -> list[s
 _STOI = re.compile(r"^[ \t\n\v\f\r]*[+-]?\d+")
 
 
-def llamacpp_env_problems(service: InferenceServiceSpec, rt: RuntimeCommand) -> list[str]:
+def llamacpp_env_problems(service: InferenceServiceSpec, cmd: RuntimeCommand) -> list[str]:
     """llama-server b10068's Vertex AI compatibility (tools/server/server-http.cpp,
     gcp_params and server_http_context::init) reads the container's env at start:
     AIP_HTTP_PORT goes through std::stoi whatever the mode (a value with no leading
@@ -169,7 +169,7 @@ def llamacpp_env_problems(service: InferenceServiceSpec, rt: RuntimeCommand) -> 
         )
     elif env.get("AIP_MODE") == "PREDICTION":
         listens = str(int(match[0])) if match else "8080"
-        port = user_args("llamacpp", tuple(rt.args)).value("--port")
+        port = user_args("llamacpp", tuple(cmd.args)).value("--port")
         if port is not None and listens != port:
             problems.append(
                 f"spec.env[{where['AIP_MODE']}]: AIP_MODE=PREDICTION makes llama-server b10068 "
@@ -194,13 +194,13 @@ def _not_a_multiple(where: str, what: str, size: int, tp: int, assertion: str) -
     )
 
 
-def vllm_problems(service: InferenceServiceSpec, rt: RuntimeCommand) -> list[str]:
+def vllm_problems(service: InferenceServiceSpec, cmd: RuntimeCommand) -> list[str]:
     """Relations vLLM 0.34.0 checks in `vllm serve` before it loads a model: the frontend's
     (vllm/entrypoints/common/cli_args.py validate_parsed_serve_args), the scheduler's
     (vllm/config/scheduler.py SchedulerConfig.verify_max_model_len) and the parallel
     layout's (vllm/config/parallel.py ParallelConfig._validate_parallel_config). Only
     values given explicitly are compared: vLLM fills the unset ones from the hardware."""
-    opts, argv = user_args("vllm", tuple(rt.args)), _Argv("vllm", rt)
+    opts, argv = user_args("vllm", tuple(cmd.args)), _Argv("vllm", cmd)
     problems = []
     needs = []
     if argv.switch("--enable-auto-tool-choice") and not argv.last_value("--tool-call-parser"):

@@ -13,6 +13,7 @@ from controller.kube import KubeClient
 from controller.resources import DEPLOYMENT, JOB, PERSISTENT_VOLUME_CLAIM
 from controller.resources import MODEL as MODEL_RT
 from objtypes import Obj
+from reconcilers.inferenceservice.scope import scope_for
 from reconcilers.inferenceservice.workload import pod_spec
 from reconcilers.model.delivery import delivery
 from reconcilers.settings import CacheSettings
@@ -194,7 +195,7 @@ async def test_files_and_mmproj_are_staged_and_passed_to_llamacpp() -> None:
 def _pod(runtime: str, model_spec: Obj, extra: Obj) -> Obj:
     isvc = {"metadata": {"name": "s", "namespace": "default", "uid": "u"}}
     service = parse_inference_service({"modelRef": "m", "runtime": runtime, **extra})
-    return pod_spec(isvc, service, parse_model(model_spec), "m")
+    return pod_spec(scope_for(isvc, service, parse_model(model_spec)))
 
 
 def test_hf_token_secret_ref_reaches_the_runtime_as_a_secret_key_ref() -> None:

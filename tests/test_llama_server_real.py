@@ -46,6 +46,7 @@ from api.inferenceservice import LLAMACPP_CACHE_TYPES, LLAMACPP_QUANTIZED_CACHE_
 from api.podfields import LLAMACPP_ROPE_TYPES, ROPE_TYPES
 from devcluster.tiny_gguf import N_EMBD, write_tiny_gguf
 from objtypes import Obj
+from reconcilers.inferenceservice.scope import scope_for
 from reconcilers.inferenceservice.workload import pod_spec
 from reconcilers.sources.placement import model_placement
 from runtimes.args import EXITS_AT_START
@@ -328,7 +329,7 @@ def _check_endpoint(mode: str, port: int) -> list[str]:
 def run_case(binary: Path, model_path: Path, case: Case) -> Outcome:
     service = parse_inference_service(case.service)
     model = parse_model(case.model)
-    container = pod_spec(ISVC, service, model, service.model_ref, roots=HOST_ROOTS)["containers"][0]
+    container = pod_spec(scope_for(ISVC, service, model, roots=HOST_ROOTS))["containers"][0]
     args: list[str] = container["args"]
     outcome = Outcome(args)
     problems = runtime_problems(
@@ -393,7 +394,7 @@ def test_flash_attention_is_served_on_a_cpu_model(
 ) -> None:
     """The server's own log line (at -lv 4, added to read it): not dropped to auto."""
     service = parse_inference_service({"modelRef": "tiny", "flashAttention": on})
-    args = pod_spec(ISVC, service, parse_model(CPU_GGUF), "tiny")["containers"][0]["args"]
+    args = pod_spec(scope_for(ISVC, service, parse_model(CPU_GGUF)))["containers"][0]["args"]
     server = launch(
         llama_server, lambda port: [*for_this_machine(args, tiny_gguf, port), "-lv", "4"]
     )
@@ -447,7 +448,7 @@ def test_what_we_refuse_fails_under_the_real_llama_server(
     service = parse_inference_service({"modelRef": "tiny", "extraArgs": extra})
     model = parse_model(CPU_GGUF)
     assert runtime_problems(service, model, "/models/tiny.gguf")  # the extraArgs spelling
-    args = pod_spec(ISVC, service, model, "tiny")["containers"][0]["args"]
+    args = pod_spec(scope_for(ISVC, service, model))["containers"][0]["args"]
     server = launch(llama_server, lambda port: for_this_machine(args, tiny_gguf, port))
     log = server.log()
     code = server.proc.returncode
@@ -468,7 +469,7 @@ def test_an_unknown_option_we_refuse_fails_under_the_real_llama_server(
     model = parse_model(CPU_GGUF)
     said = f"spec.extraArgs[0]: {extra[0]} is not an option of llama.cpp b10068"
     assert any(said in p.message for p in runtime_problems(service, model, "/models/t.gguf"))
-    args = pod_spec(ISVC, service, model, "tiny")["containers"][0]["args"]
+    args = pod_spec(scope_for(ISVC, service, model))["containers"][0]["args"]
     server = launch(llama_server, lambda port: for_this_machine(args, tiny_gguf, port))
     log = server.log()
     assert not server.healthy and server.proc.returncode != 0, log[-4000:]
@@ -499,7 +500,7 @@ def test_an_option_that_exits_0_at_start_is_refused(
     service = parse_inference_service({"modelRef": "tiny", "extraArgs": [word]})
     refused = runtime_problems(service, model, "/models/tiny.gguf")
     assert any("exit 0" in p.message for p in refused), refused
-    args = pod_spec(ISVC, service, model, "tiny")["containers"][0]["args"]
+    args = pod_spec(scope_for(ISVC, service, model))["containers"][0]["args"]
     server = launch(llama_server, lambda port: for_this_machine(args, tiny_gguf, port))
     log = server.log()
     assert not server.healthy and server.proc.returncode == 0, log[-2000:]
@@ -514,7 +515,7 @@ def test_a_missing_value_we_refuse_fails_under_the_real_llama_server(
     model = parse_model(CPU_GGUF)
     refused = runtime_problems(service, model, "/models/tiny.gguf")
     assert any("none follows" in p.message for p in refused), refused
-    args = pod_spec(ISVC, service, model, "tiny")["containers"][0]["args"]
+    args = pod_spec(scope_for(ISVC, service, model))["containers"][0]["args"]
     server = launch(llama_server, lambda port: for_this_machine(args, tiny_gguf, port))
     log = server.log()
     assert not server.healthy and server.proc.returncode != 0, log[-2000:]
@@ -573,7 +574,7 @@ def test_a_host_ending_in_sock_opens_no_tcp_port_under_the_real_llama_server(
     model = parse_model(CPU_GGUF)
     refused = runtime_problems(service, model, "/models/tiny.gguf")
     assert any("UNIX socket" in p.message for p in refused), refused
-    args = pod_spec(ISVC, service, model, "tiny")["containers"][0]["args"]
+    args = pod_spec(scope_for(ISVC, service, model))["containers"][0]["args"]
     port = _free_port()
     argv = for_this_machine(args, tiny_gguf, port)
     # for_this_machine binds every --host to loopback; the last one is the user's again.
@@ -607,7 +608,7 @@ def test_vertex_env_moves_or_breaks_the_port_under_the_real_llama_server(
     ]
     service = parse_inference_service({"modelRef": "tiny", "env": env})
     assert any("AIP_MODE=PREDICTION" in p.message for p in runtime_problems(service, model, "/m"))
-    args = pod_spec(ISVC, service, model, "tiny")["containers"][0]["args"]
+    args = pod_spec(scope_for(ISVC, service, model))["containers"][0]["args"]
     moved = _start(
         llama_server,
         for_this_machine(args, tiny_gguf, port),

@@ -18,6 +18,7 @@ from controller.kube import KubeClient
 from controller.manager import Manager
 from controller.resources import DEPLOYMENT, INFERENCE_SERVICE
 from objtypes import Obj
+from reconcilers.inferenceservice.scope import scope_for
 from reconcilers.inferenceservice.workload import pod_spec
 from runtimes.checks import INVALID_RUNTIME_CONFIG, runtime_problems
 from webhook.admission import verdict
@@ -54,7 +55,7 @@ def problems(**spec: Any) -> list[str]:
 
 def container(**spec: Any) -> Obj:
     service = parse_inference_service({"modelRef": "m", **spec})
-    c: Obj = pod_spec(ISVC, service, CPU_MODEL, "m")["containers"][0]
+    c: Obj = pod_spec(scope_for(ISVC, service, CPU_MODEL))["containers"][0]
     return c
 
 

@@ -26,6 +26,7 @@ from controller.kube import KubeClient
 from controller.manager import Manager, ManagerConfig
 from controller.resources import DEPLOYMENT, INFERENCE_SERVICE, MODEL
 from objtypes import Obj
+from reconcilers.inferenceservice.scope import scope_for
 from reconcilers.inferenceservice.workload import pod_spec
 from reconcilers.settings import Settings
 from reconcilers.sources.loader import SCRIPT
@@ -42,7 +43,7 @@ ROOTS = ("/mnt/models",)
 
 def pod(runtime: str, spec: Obj, roots: tuple[str, ...] = ROOTS, **service: Any) -> Obj:
     s = parse_inference_service({"modelRef": "m", "runtime": runtime, **service})
-    return pod_spec(ISVC, s, parse_model(spec), "m", roots=roots)
+    return pod_spec(scope_for(ISVC, s, parse_model(spec), roots=roots))
 
 
 def args(p: Obj) -> list[str]:

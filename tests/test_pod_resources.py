@@ -12,6 +12,7 @@ import pytest
 from api import InvalidSpec, parse_inference_service, parse_model
 from api.unserved import inference_service_fields, model_fields
 from objtypes import Obj
+from reconcilers.inferenceservice.scope import scope_for
 from reconcilers.inferenceservice.workload import build_deployment
 from reconcilers.settings import CacheSettings
 from reconcilers.sources.cache_claim import store_for
@@ -34,7 +35,7 @@ def pod(model: Obj, service: Obj, cache: CacheSettings | None = None) -> Obj:
     isvc = {"metadata": {"name": "s", "namespace": "ns", "uid": "u"}, "spec": service}
     m, s = parse_model(model), parse_inference_service(service)
     store = store_for(isvc, s, m, cache or CacheSettings(enabled=False))
-    deployment = build_deployment(isvc, s, m, "m", 1, store=store)
+    deployment = build_deployment(scope_for(isvc, s, m, store=store), 1)
     spec: Obj = deployment["spec"]["template"]["spec"]
     return spec
 

@@ -18,6 +18,7 @@ from controller.kube import KubeClient
 from controller.manager import Manager
 from controller.resources import DEPLOYMENT, INFERENCE_SERVICE
 from objtypes import Obj
+from reconcilers.inferenceservice.scope import scope_for
 from reconcilers.inferenceservice.workload import pod_spec
 from reconcilers.sources.placement import model_placement, runtime_mounts
 from runtimes.args import runtime_arg_errors
@@ -57,7 +58,7 @@ def problems(m: Any, runtime: str, claimed: int | None = None, **spec: Any) -> l
 
 def argv(m: Any, runtime: str, claimed: int | None = None, **spec: Any) -> list[str]:
     service = parse_inference_service({"modelRef": "m", "runtime": runtime, **spec})
-    args: list[str] = pod_spec(ISVC, service, m, "m", claimed)["containers"][0]["args"]
+    args: list[str] = pod_spec(scope_for(ISVC, service, m, claimed))["containers"][0]["args"]
     return args
 
 
@@ -214,7 +215,7 @@ def test_14_a_missing_value_is_refused(runtime: str, extra: list[str], index: in
 @pytest.mark.parametrize("word", ["-p9000", "-p=9000"])
 def test_15_tgi_attached_short_port_is_the_port(word: str) -> None:
     service = parse_inference_service({"modelRef": "m", "runtime": "tgi", "extraArgs": [word]})
-    c = pod_spec(ISVC, service, model(), "m")["containers"][0]
+    c = pod_spec(scope_for(ISVC, service, model()))["containers"][0]
     assert "--port" not in c["args"] and c["args"].count("-p=9000") == 1, c["args"]
     assert c["ports"][0]["containerPort"] == 9000
     assert problems(model(), "tgi", extraArgs=[word]) == []

@@ -27,6 +27,7 @@ import pytest
 from api import InvalidSpec, parse_inference_service, parse_model, rule_errors
 from api.source import host_path_error
 from objtypes import Obj
+from reconcilers.inferenceservice.scope import scope_for
 from reconcilers.inferenceservice.workload import (
     build_member_pods,
     pod_spec,
@@ -449,9 +450,9 @@ def specs() -> Iterator[tuple[str, Obj, Obj]]:
 
 def _pods(service: Any, model: Any) -> list[Obj]:
     if service.multi_node is not None:
-        pods = build_member_pods(ISVC, service, model, "m", 1, roots=ROOTS)
+        pods = build_member_pods(scope_for(ISVC, service, model, roots=ROOTS), 1)
         return [p["spec"] for p in pods]
-    return [pod_spec(ISVC, service, model, "m", roots=ROOTS)]
+    return [pod_spec(scope_for(ISVC, service, model, roots=ROOTS))]
 
 
 def _platform(image: str) -> str:
@@ -868,13 +869,15 @@ def test_underscore_spellings_replace_ours_and_count_toward_parallelism() -> Non
             "extraArgs": ["--max_num_seqs", "8"],
         }
     )
-    argv = pod_spec(ISVC, service, parse_model(QWEN), "m")["containers"][0]["args"]
+    argv = pod_spec(scope_for(ISVC, service, parse_model(QWEN)))["containers"][0]["args"]
     assert argv.count("--max-num-seqs") == 1 and argv[argv.index("--max-num-seqs") + 1] == "8"
     llama = parse_inference_service(
         {"modelRef": "m", "runtime": "llamacpp", "extraArgs": ["--n_gpu_layers", "10"]}
     )
     argv = pod_spec(
-        ISVC, llama, parse_model({"source": "https://example.com/m.gguf", "hardware": ONE_GPU}), "m"
+        scope_for(
+            ISVC, llama, parse_model({"source": "https://example.com/m.gguf", "hardware": ONE_GPU})
+        )
     )["containers"][0]["args"]
     assert argv.count("--n-gpu-layers") == 1 and argv[argv.index("--n-gpu-layers") + 1] == "10"
 
@@ -882,13 +885,13 @@ def test_underscore_spellings_replace_ours_and_count_toward_parallelism() -> Non
 def test_vllm_serves_the_model_as_its_positional_argument() -> None:
     model = parse_model(QWEN)
     service = parse_inference_service({"modelRef": "m", "runtime": "vllm"})
-    container = pod_spec(ISVC, service, model, "m")["containers"][0]
+    container = pod_spec(scope_for(ISVC, service, model))["containers"][0]
     assert container["command"] == ["vllm", "serve"] and container["args"][0] == "Qwen/Qwen3-8B"
     assert "--model" not in container["args"]
     user = parse_inference_service(
         {"modelRef": "m", "runtime": "vllm", "extraArgs": ["--model", "Qwen/Qwen3-8B-AWQ"]}
     )
-    argv = pod_spec(ISVC, user, model, "m")["containers"][0]["args"]
+    argv = pod_spec(scope_for(ISVC, user, model))["containers"][0]["args"]
     assert "Qwen/Qwen3-8B" not in argv and argv.count("--model") == 1
 
 
@@ -896,13 +899,13 @@ def test_tgi_emits_max_input_tokens_and_a_user_spelling_replaces_it() -> None:
     model = parse_model(QWEN)
     typed = {"maxInputLength": 2000, "maxTotalTokens": 4096}
     service = parse_inference_service({"modelRef": "m", "runtime": "tgi", "tgiConfig": typed})
-    argv = pod_spec(ISVC, service, model, "m")["containers"][0]["args"]
+    argv = pod_spec(scope_for(ISVC, service, model))["containers"][0]["args"]
     assert argv[argv.index("--max-input-tokens") + 1] == "2000" and "--max-input-length" not in argv
     for spelling in ("--max-input-tokens", "--max-input-length"):
         user = parse_inference_service(
             {"modelRef": "m", "runtime": "tgi", "tgiConfig": typed, "extraArgs": [spelling, "1000"]}
         )
-        argv = pod_spec(ISVC, user, model, "m")["containers"][0]["args"]
+        argv = pod_spec(scope_for(ISVC, user, model))["containers"][0]["args"]
         assert [a for a in argv if a.startswith("--max-input")] == [spelling], argv
 
 
@@ -1019,7 +1022,7 @@ def test_no_argv_asks_for_more_devices_than_the_claims_give() -> None:
                     refused += 1
                     continue
                 checked += 1
-                pod = pod_spec(ISVC, service, model, "m", claimed, roots=ROOTS)
+                pod = pod_spec(scope_for(ISVC, service, model, claimed, roots=ROOTS))
                 parsed = check[runtime].parse(pod["containers"][0]["args"])
                 wanted = _devices_wanted(runtime, parsed)
                 if wanted > claimed:

@@ -23,6 +23,7 @@ from controller.kube import KubeClient
 from controller.manager import Manager
 from controller.resources import DEPLOYMENT, INFERENCE_SERVICE, SERVICE
 from objtypes import Obj
+from reconcilers.inferenceservice.scope import scope_for
 from reconcilers.inferenceservice.workload import (
     build_member_pods,
     build_service,
@@ -47,7 +48,7 @@ def container(
     runtime: str, model: Any, images: images.Overrides = images.NO_OVERRIDES, **spec: Any
 ) -> Obj:
     service = parse_inference_service({"modelRef": "m", "runtime": runtime, **spec})
-    c: Obj = pod_spec(ISVC, service, model, "m", images=images)["containers"][0]
+    c: Obj = pod_spec(scope_for(ISVC, service, model, images=images))["containers"][0]
     return c
 
 
@@ -62,7 +63,7 @@ def test_1_embedding_example_starts_llamacpp_with_embedding() -> None:
     service = parse_inference_service(
         next(d for d in docs if d["kind"] == "InferenceService")["spec"]
     )
-    argv = pod_spec(ISVC, service, model, "qwen3-embedding")["containers"][0]["args"]
+    argv = pod_spec(scope_for(ISVC, service, model))["containers"][0]["args"]
     assert "--embedding" in argv and value(argv, "--pooling") == "last"
     assert service.endpoint_path == "/v1/embeddings"
 
@@ -161,7 +162,7 @@ def test_4_llamacpp_on_16_claimed_devices_gets_no_16_part_split() -> None:
         {"source": "https://example.com/m.gguf", "hardware": {"accelerator": "cuda", "gpu": gpu}}
     )
     service = parse_inference_service({"modelRef": "m", "runtime": "llamacpp"})
-    argv = pod_spec(ISVC, service, model, "m", claimed_devices=16)["containers"][0]["args"]
+    argv = pod_spec(scope_for(ISVC, service, model, 16))["containers"][0]["args"]
     split = value(argv, "--tensor-split")
     assert split is None or len(split.split(",")) <= 15
 
@@ -247,7 +248,7 @@ def _multinode_service(members: int = 3) -> Any:
 
 
 def test_8_members_get_their_rank_flags() -> None:
-    pods = build_member_pods(ISVC, _multinode_service(), gpu_model(count=2), "m", 1)
+    pods = build_member_pods(scope_for(ISVC, _multinode_service(), gpu_model(count=2)), 1)
     argvs = [p["spec"]["containers"][0]["args"] for p in pods]
     assert len({tuple(a) for a in argvs}) == 3  # no longer the same argv everywhere
     for rank, argv in enumerate(argvs):
@@ -305,10 +306,11 @@ def test_10_images_are_exact_and_pulled_if_not_present(runtime: str) -> None:
         {"source": "https://h/x.gguf", "hardware": {"accelerator": "cuda", "gpu": {"count": 1}}}
     )
     pod = pod_spec(
-        ISVC,
-        parse_inference_service({"modelRef": "m", "runtime": runtime}),
-        gguf if runtime == "llamacpp" else gpu_model(),
-        "m",
+        scope_for(
+            ISVC,
+            parse_inference_service({"modelRef": "m", "runtime": runtime}),
+            gguf if runtime == "llamacpp" else gpu_model(),
+        )
     )
     for c in [*pod["containers"], *pod.get("initContainers", [])]:
         assert c["imagePullPolicy"] == "IfNotPresent"
@@ -343,7 +345,7 @@ exec /bin/mv "$@"
 def _loader(tmp: Path) -> tuple[list[str], Path, Path]:
     model = parse_model({"source": "https://example.com/m/model.gguf"})
     service = parse_inference_service({"modelRef": "m"})
-    init = pod_spec(ISVC, service, model, "m")["initContainers"][0]
+    init = pod_spec(scope_for(ISVC, service, model))["initContainers"][0]
     sh, flag, script = init["command"]
     given = {e["name"]: e["value"] for e in init["env"] if "value" in e}
     bin_dir = tmp / "bin"

@@ -18,6 +18,7 @@ from controller.errors import ApiError
 from controller.kube import KubeClient
 from controller.manager import Manager
 from controller.resources import DEPLOYMENT, INFERENCE_SERVICE, MODEL
+from reconcilers.inferenceservice.scope import scope_for
 from reconcilers.inferenceservice.workload import pod_spec
 from reconcilers.model.delivery import delivery
 from reconcilers.sources.loader import LOADER_NAME, hf_token_env, loader_for
@@ -284,9 +285,9 @@ def test_a_runtime_that_downloads_the_repo_itself_is_told_the_hub() -> None:
     service = parse_inference_service({"modelRef": "m", "runtime": "vllm"})
     model = parse_model({"source": "Qwen/Qwen3-8B", "format": "safetensors"})
     mirror = "https://mirror.example"
-    env = pod_spec(ISVC, service, model, "m", hub=mirror)["containers"][0].get("env") or []
+    env = pod_spec(scope_for(ISVC, service, model, hub=mirror))["containers"][0].get("env") or []
     assert {"name": "HF_ENDPOINT", "value": mirror} in env
-    default = pod_spec(ISVC, service, model, "m")["containers"][0].get("env") or []
+    default = pod_spec(scope_for(ISVC, service, model))["containers"][0].get("env") or []
     assert not any(e["name"] == "HF_ENDPOINT" for e in default)
 
 

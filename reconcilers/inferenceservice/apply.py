@@ -20,6 +20,7 @@ from reconcilers.inferenceservice.autoscaling import ensure_autoscaler
 from reconcilers.inferenceservice.disruption import ensure_budget, protected
 from reconcilers.inferenceservice.plan import CLAIMED_ANNOTATION, Plan
 from reconcilers.inferenceservice.pods import owned_pods, pod_ready, unschedulable
+from reconcilers.inferenceservice.scope import Scope
 from reconcilers.inferenceservice.workload import (
     build_deployment,
     build_member_pods,
@@ -82,23 +83,28 @@ async def apply(
     return applied
 
 
-async def _deployment(
+def scope_of(
     ctx: Context, isvc: Obj, service: InferenceServiceSpec, model: ModelSpec, plan: Plan
-) -> Applied:
-    desired = build_deployment(
+) -> Scope:
+    """What the builders get: the plan's decisions and the operator's pod settings."""
+    return Scope(
         isvc,
         service,
         model,
-        service.model_ref,
-        plan.admitted,
-        claimed_devices=plan.claimed,
-        rt=plan.command,
-        roots=ctx.settings.allowed_host_path_roots,
-        store=plan.store,
+        plan.placement,
+        plan.command,
+        plan.claimed,
         fs_group=ctx.settings.default_fs_group,
         restricted=restricted_namespace(ctx.cache, isvc["metadata"]["namespace"]),
         hub=ctx.settings.hf_endpoint,
+        images=ctx.settings.runtime_images,
     )
+
+
+async def _deployment(
+    ctx: Context, isvc: Obj, service: InferenceServiceSpec, model: ModelSpec, plan: Plan
+) -> Applied:
+    desired = build_deployment(scope_of(ctx, isvc, service, model, plan), plan.admitted)
     if plan.claimed is not None:
         annotations = desired["metadata"].setdefault("annotations", {})
         annotations[CLAIMED_ANNOTATION] = str(plan.claimed)
@@ -117,19 +123,7 @@ async def _members(
     admitted = plan.admitted
     ns, _ = object_key(isvc)
     uid = isvc["metadata"]["uid"]
-    pods = build_member_pods(
-        isvc,
-        service,
-        model,
-        service.model_ref,
-        min(admitted, 1),
-        roots=ctx.settings.allowed_host_path_roots,
-        store=plan.store,
-        fs_group=ctx.settings.default_fs_group,
-        restricted=restricted_namespace(ctx.cache, isvc["metadata"]["namespace"]),
-        hub=ctx.settings.hf_endpoint,
-        images=ctx.settings.runtime_images,
-    )
+    pods = build_member_pods(scope_of(ctx, isvc, service, model, plan), min(admitted, 1))
     wanted = {p["metadata"]["name"] for p in pods}
     ready = 0
     for pod in pods:

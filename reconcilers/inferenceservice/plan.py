@@ -21,15 +21,16 @@ from reconcilers.devices import dra
 from reconcilers.devices.kueue import kueue_status, queue_name
 from reconcilers.devices.lookup import device_classes, model_demand, templates
 from reconcilers.inferenceservice.advice import advisories
+from reconcilers.inferenceservice.scope import decide
 from reconcilers.quota.index import namespace_allocations
 from reconcilers.quota.rule import MIN_PRIORITY, VRAM_BYTES, Allocation
 from reconcilers.settings import Settings
 from reconcilers.sources.cache_claim import store_for
-from reconcilers.sources.loader import EPHEMERAL, Store
-from reconcilers.sources.placement import model_placement, runtime_mounts
+from reconcilers.sources.loader import Store
+from reconcilers.sources.placement import Placement, runtime_mounts
 from reconcilers.writes.conditions import Condition
 from runtimes.checks import Problem, runtime_problems
-from runtimes.command import RuntimeCommand, runtime_command
+from runtimes.command import RuntimeCommand
 from runtimes.gpu import DEFAULT_RESOURCE_NAMES, replica_charge
 
 # The devices per pod a Deployment's runtime was sized for from the claims (count absent).
@@ -75,11 +76,16 @@ class Plan:
     claimed: int | None  # devices per pod the runtime is sized for from the claims
     demand: dra.DeviceDemand | None
     command: RuntimeCommand
+    placement: Placement  # the model argument, its volumes and loader; .store: where it writes
     queue: str | None  # Kueue's queue name
     conditions: tuple[Condition, ...]  # decided before any write
     refused: tuple[Problem, ...] = ()  # the runtime could not serve: write nothing
     kueue: Obj | None = None  # status.kueue
-    store: Store = EPHEMERAL  # where the loader writes the model (the cache claim, or not)
+
+    @property
+    def store(self) -> Store:
+        """Where the loader writes the model (the cache claim, or the pod's emptyDir)."""
+        return self.placement.store
 
 
 def plan(
@@ -108,27 +114,18 @@ def plan(
     # form, image): refused before any workload is written. Built once: checked here,
     # and the Deployment's pods run this same command.
     store = store_for(isvc, service, model, settings.model_cache)
-    placement = model_placement(
-        model,
-        service.runtime,
-        settings.allowed_host_path_roots,
-        store,
-        service.hf_token,
-        settings.hf_endpoint,
-    )
-    model_arg = placement.arg
     images = settings.runtime_images
-    command = runtime_command(
+    placement, command = decide(
         service,
         model,
-        model_arg,
-        service.model_ref,
         claimed,
-        mmproj=placement.mmproj,
-        images=images,
+        settings.allowed_host_path_roots,
+        store,
+        settings.hf_endpoint,
+        images,
     )
     mounts = runtime_mounts(placement, service)
-    problems = runtime_problems(service, model, model_arg, claimed, command, mounts, images)
+    problems = runtime_problems(service, model, placement.arg, claimed, command, mounts, images)
     if service.multi_node is not None and facts.extended_class and not model.uses_claims:
         problems.insert(0, _multi_node_via_dra(model, facts.extended_class))
     queue = queue_name(isvc)
@@ -146,10 +143,10 @@ def plan(
             claimed,
             demand,
             command,
+            placement,
             queue,
             refused,
             (*problems,),
-            store=store,
         )
     conditions = [
         resolved,
@@ -186,11 +183,11 @@ def plan(
         claimed,
         demand,
         command,
+        placement,
         queue,
         (*conditions,),
         (),
         kueue_fields,
-        store,
     )
 
 

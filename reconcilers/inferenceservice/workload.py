@@ -9,24 +9,21 @@ from api import InferenceServiceSpec, ModelSpec
 from api.source import HF_ENDPOINT
 from objtypes import Obj
 from reconcilers.inferenceservice.pod_fields import apply_pod_fields, deployment_fields
+from reconcilers.inferenceservice.scope import Scope
 from reconcilers.ownership import (
     MEMBER_LABEL,
     SERVICE_LABEL,
     labels,
     owned_metadata,
 )
-from reconcilers.pod_security import DEFAULT_FS_GROUP, harden
+from reconcilers.pod_security import harden
 from reconcilers.sources.loader import (
-    EPHEMERAL,
-    Store,
     hf_token_env,
     needs_loader,
     secret_env,
 )
-from reconcilers.sources.placement import model_placement
 from runtimes.command import Member, RuntimeCommand, runtime_command
 from runtimes.gpu import GPUAttachment, gpu_attachment, uses_gpu
-from runtimes.images import NO_OVERRIDES, Overrides
 
 # A Deployment's rolling update as kube-apiserver defaults it.
 ROLLING_UPDATE = {"maxSurge": "25%", "maxUnavailable": "25%"}
@@ -43,11 +40,11 @@ def pod_labels(isvc: Obj, service: InferenceServiceSpec) -> dict[str, str]:
 LIVENESS_RUNTIMES = ("llamacpp",)
 
 
-def liveness_probe(rt: RuntimeCommand) -> Obj:
+def liveness_probe(cmd: RuntimeCommand) -> Obj:
     """LLMKube's llama.cpp liveness probe: after the startup probe passed, three failed
     /health checks 15 s apart (5 s each: a saturated CPU answers slowly) restart it."""
     return {
-        "httpGet": {"path": rt.health_path, "port": "http"},
+        "httpGet": {"path": cmd.health_path, "port": "http"},
         "periodSeconds": 15,
         "timeoutSeconds": 5,
         "failureThreshold": 3,
@@ -55,7 +52,7 @@ def liveness_probe(rt: RuntimeCommand) -> Obj:
 
 
 def _container(
-    rt: RuntimeCommand,
+    cmd: RuntimeCommand,
     service: InferenceServiceSpec,
     model: ModelSpec,
     attach: GPUAttachment,
@@ -87,30 +84,30 @@ def _container(
     # Service name the port "http", so they follow it.
     container: Obj = {
         "name": CONTAINER,
-        "image": rt.image,
+        "image": cmd.image,
         "imagePullPolicy": "IfNotPresent",
-        "args": rt.args,
-        "ports": [{"name": "http", "containerPort": rt.port, "protocol": "TCP"}],
+        "args": cmd.args,
+        "ports": [{"name": "http", "containerPort": cmd.port, "protocol": "TCP"}],
         "resources": resources,
         "volumeMounts": mounts,
     }
-    if rt.serves_http:  # vLLM's headless multiNode members serve no HTTP
+    if cmd.serves_http:  # vLLM's headless multiNode members serve no HTTP
         container["readinessProbe"] = {
-            "httpGet": {"path": rt.health_path, "port": "http"},
+            "httpGet": {"path": cmd.health_path, "port": "http"},
             "periodSeconds": 10,
             "failureThreshold": 3,
         }
         container["startupProbe"] = {
-            "httpGet": {"path": rt.health_path, "port": "http"},
+            "httpGet": {"path": cmd.health_path, "port": "http"},
             "periodSeconds": 10,
             "failureThreshold": 180,  # large models take minutes to load
         }
         if service.runtime in LIVENESS_RUNTIMES:
-            container["livenessProbe"] = liveness_probe(rt)
-    if rt.command:
-        container["command"] = rt.command
+            container["livenessProbe"] = liveness_probe(cmd)
+    if cmd.command:
+        container["command"] = cmd.command
     tokens = _hf_token_env(service, model, hub)
-    env = [*rt.env, *_hub_env(model, hub), *tokens, *(dict(e) for e in service.pod.env)]
+    env = [*cmd.env, *_hub_env(model, hub), *tokens, *(dict(e) for e in service.pod.env)]
     if env:
         container["env"] = env
     return container
@@ -168,37 +165,21 @@ def _covers(user: Obj, ours: Obj) -> bool:
     return key == ours["key"] or (not key and user.get("operator") == "Exists")
 
 
-def pod_spec(
-    isvc: Obj,
-    service: InferenceServiceSpec,
-    model: ModelSpec,
-    model_name: str,
-    claimed_devices: int | None = None,
-    member: Member | None = None,
-    rt: RuntimeCommand | None = None,
-    roots: tuple[str, ...] = (),
-    store: Store = EPHEMERAL,
-    fs_group: int = DEFAULT_FS_GROUP,
-    restricted: bool = False,
-    hub: str = HF_ENDPOINT,
-    images: Overrides = NO_OVERRIDES,
-) -> Obj:
-    """rt: the runtime command already built from these arguments, if the caller has it;
-    roots: the operator's --allowed-host-path-roots; store: where the loader writes;
-    fs_group: the operator's --default-fsgroup; restricted: the namespace enforces Pod
-    Security `restricted` (pod_security.py); hub: the operator's --hf-endpoint; images:
-    its runtimeImages."""
-    placement = model_placement(model, service.runtime, roots, store, service.hf_token, hub)
-    if rt is None:
-        rt = runtime_command(
+def pod_spec(scope: Scope, member: Member | None = None) -> Obj:
+    """The pod of the scope's service: the plan's placement and runtime command (a
+    multiNode member's: its rank's flags on the same model argument)."""
+    service, model, placement = scope.service, scope.model, scope.placement
+    cmd = scope.command
+    if member is not None:
+        cmd = runtime_command(
             service,
             model,
             placement.arg,
-            model_name,
-            claimed_devices,
+            service.model_ref,
+            scope.claimed,
             member,
             placement.mmproj,
-            images,
+            scope.images,
         )
     attach = gpu_attachment(model, service)
     volumes, mounts = list(placement.volumes), list(placement.mounts)
@@ -206,7 +187,7 @@ def pod_spec(
         volumes.insert(0, placement.store.volume())
         mounts.insert(0, placement.store.runtime_mount())
     spec: Obj = {
-        "containers": [_container(rt, service, model, attach, mounts, hub)],
+        "containers": [_container(cmd, service, model, attach, mounts, scope.hub)],
         "volumes": volumes,
         **_scheduling(service, attach),
     }
@@ -214,33 +195,22 @@ def pod_spec(
         spec["initContainers"] = [placement.loader]
     if attach.pod_claims:
         spec["resourceClaims"] = list(attach.pod_claims)
-    apply_pod_fields(spec, service, rt.serves_http)
+    apply_pod_fields(spec, service, cmd.serves_http)
     harden(
         spec,
-        fs_group,
+        scope.fs_group,
         user_pod=service.fields.pod_security_context,
         user_container=service.fields.security_context,
-        runtime_port=rt.port,
+        runtime_port=cmd.port,
         cache_volume=placement.store.volume_name if placement.store.claim else None,
-        restricted=restricted,
+        restricted=scope.restricted,
     )
     return spec
 
 
-def build_deployment(
-    isvc: Obj,
-    service: InferenceServiceSpec,
-    model: ModelSpec,
-    model_name: str,
-    replicas: int,
-    claimed_devices: int | None = None,
-    rt: RuntimeCommand | None = None,
-    roots: tuple[str, ...] = (),
-    store: Store = EPHEMERAL,
-    fs_group: int = DEFAULT_FS_GROUP,
-    restricted: bool = False,
-    hub: str = HF_ENDPOINT,
-) -> Obj:
+def build_deployment(scope: Scope, replicas: int) -> Obj:
+    isvc, service, model = scope.isvc, scope.service, scope.model
+    model_name = service.model_ref
     name = isvc["metadata"]["name"]
     template_meta: Obj = {"labels": pod_labels(isvc, service)}
     if service.pod.pod_annotations:
@@ -263,19 +233,7 @@ def build_deployment(
             "strategy": strategy,
             "template": {
                 "metadata": template_meta,
-                "spec": pod_spec(
-                    isvc,
-                    service,
-                    model,
-                    model_name,
-                    claimed_devices,
-                    rt=rt,
-                    roots=roots,
-                    store=store,
-                    fs_group=fs_group,
-                    restricted=restricted,
-                    hub=hub,
-                ),
+                "spec": pod_spec(scope),
             },
         },
     }
@@ -293,24 +251,13 @@ def leader_address(isvc: Obj, service: InferenceServiceSpec) -> str:
     return head or f"{name}-0.{members_service_name(isvc)}.{ns}.svc"
 
 
-def build_member_pods(
-    isvc: Obj,
-    service: InferenceServiceSpec,
-    model: ModelSpec,
-    model_name: str,
-    replicas: int,
-    roots: tuple[str, ...] = (),
-    store: Store = EPHEMERAL,
-    fs_group: int = DEFAULT_FS_GROUP,
-    restricted: bool = False,
-    hub: str = HF_ENDPOINT,
-    images: Overrides = NO_OVERRIDES,
-) -> list[Obj]:
+def build_member_pods(scope: Scope, replicas: int) -> list[Obj]:
     """multiNode: one pod per member, pinned with nodeName (device-plugin GPUs only).
 
     Each gets its rank's runtime flags; rank 0 serves the API, and the headless
     Service `<name>-members` gives every member a DNS name for the rendezvous.
     """
+    isvc, service = scope.isvc, scope.service
     if replicas == 0 or service.multi_node is None:
         return []
     name = isvc["metadata"]["name"]
@@ -319,19 +266,7 @@ def build_member_pods(
     port = service.multi_node.rendezvous_port
     pods = []
     for rank, member in enumerate(members):
-        spec = pod_spec(
-            isvc,
-            service,
-            model,
-            model_name,
-            member=Member(rank, len(members), leader, port),
-            roots=roots,
-            store=store,
-            fs_group=fs_group,
-            restricted=restricted,
-            hub=hub,
-            images=images,
-        )
+        spec = pod_spec(scope, Member(rank, len(members), leader, port))
         spec["nodeName"] = member.node
         spec["hostname"] = f"{name}-{rank}"
         spec["subdomain"] = members_service_name(isvc)
@@ -345,7 +280,7 @@ def build_member_pods(
             {"name": "LLMKUBE_RENDEZVOUS_PORT", "value": str(port)},
         ]
         container["ports"].append({"name": "rendezvous", "containerPort": port, "protocol": "TCP"})
-        meta = owned_metadata(isvc, f"{name}-{rank}", model_name)
+        meta = owned_metadata(isvc, f"{name}-{rank}", service.model_ref)
         meta["labels"] = {**service.pod.pod_labels, **meta["labels"], MEMBER_LABEL: str(rank)}
         if service.pod.pod_annotations:
             meta["annotations"] = dict(service.pod.pod_annotations)

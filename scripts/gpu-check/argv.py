@@ -28,6 +28,7 @@ sys.path.insert(0, str(REPO))
 
 from api import parse_inference_service, parse_model  # noqa: E402
 from objtypes import Obj  # noqa: E402
+from reconcilers.inferenceservice.scope import scope_for  # noqa: E402
 from reconcilers.inferenceservice.workload import pod_spec  # noqa: E402
 from reconcilers.sources.placement import model_placement  # noqa: E402
 from runtimes.checks import runtime_problems  # noqa: E402
@@ -181,9 +182,7 @@ def render(model_path: str) -> list[Obj]:
     for name, model_spec, service_spec, expect, exit_message in CASES:
         service = parse_inference_service({"modelRef": "tiny", **service_spec})
         model = parse_model(model_spec)
-        container = pod_spec(ISVC, service, model, service.model_ref, roots=HOST_ROOTS)[
-            "containers"
-        ][0]
+        container = pod_spec(scope_for(ISVC, service, model, roots=HOST_ROOTS))["containers"][0]
         args: list[str] = container["args"]
         problems = runtime_problems(
             service, model, model_placement(model, service.runtime, HOST_ROOTS).arg
