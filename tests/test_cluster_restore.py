@@ -72,12 +72,13 @@ def test_etcd_restored_from_an_older_copy_relists_and_charges_no_ghost(
     wait_for(lambda: controller.ready() or None, "the controller ready again", cluster)
     cluster.http("DELETE", f"{API}/{ns}/inferenceservices/revived")
     apply_yaml(cluster, service("ghost"), ns)
-    seen = wait_for(lambda: charged(cluster, ns, {"kept", "ghost"}), "kept, ghost charged", cluster)
-    latest = int(seen["metadata"]["resourceVersion"])
+    wait_for(lambda: charged(cluster, ns, {"kept", "ghost"}), "kept, ghost charged", cluster)
 
     cluster.restore_etcd(copy)
-    restored = get(cluster, f"{API}/{ns}/gpuquotas/team") or {}
-    assert int(restored["metadata"]["resourceVersion"]) < latest  # back in time
+    # Back in time, as the objects say: what was deleted after the copy is there again,
+    # what was made after it is gone. (Not the quota's resourceVersion: the writes after
+    # the restart, leases and the controller's own, can carry it past the later one.)
+    assert get(cluster, f"{API}/{ns}/inferenceservices/revived") is not None
     assert get(cluster, f"{API}/{ns}/inferenceservices/ghost") is None
     controller.forget_errors()  # an apiserver starting refuses requests for a while
 
