@@ -2,7 +2,7 @@
 
 Derived flags come from the Model's GPU count (or, without one, the devices the DRA
 claims ask for); explicit settings in the InferenceService win over them, and an
-option the user passes in extraArgs under any of its spellings (flags.py)
+option the user passes in extraArgs under any of its spellings (spellings.py)
 replaces the one we would have derived, so every option appears once.
 """
 
@@ -13,10 +13,10 @@ from typing import Any
 
 from api import InferenceServiceSpec, ModelSpec
 from api.inferenceservice import MAX_TENSOR_SPLIT_PARTS
-from runtimes.flags import FLAGS, int_value, normalize_user_args, user_args
 from runtimes.gpu import sized_devices, uses_gpu
 from runtimes.images import NO_OVERRIDES, Overrides, image_for
 from runtimes.pod_flags import bind_host, listen_port, llamacpp_field_flags
+from runtimes.spellings import FLAGS, int_value, normalize_user_args, user_args
 
 PORTS = {"vllm": 8000, "sglang": 8000, "tgi": 8080, "llamacpp": 8080}
 HEALTH_PATHS = {"vllm": "/health", "sglang": "/health", "tgi": "/health", "llamacpp": "/health"}

@@ -1,5 +1,5 @@
 """Pod fields that would start a runtime that never serves: refused (InvalidRuntimeConfig)
-by runtimes/checks.py with the field named, instead of a crash-looping pod."""
+by runtimes/problems.py with the field named, instead of a crash-looping pod."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from api import InferenceServiceSpec
-from runtimes.flags import user_args
-from runtimes.options import resolve
+from runtimes.parsers import resolve
+from runtimes.spellings import user_args
 
 # Options whose value is a file or directory the runtime loads at start (the spellings
 # each parser resolves to).

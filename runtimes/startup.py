@@ -1,6 +1,6 @@
 """Relations between values that a runtime checks as it starts, before it loads a model,
 and exits on: the controller checks the same relation before a pod exists (refused with
-InvalidRuntimeConfig, by runtimes/checks.py). Each rule names the runtime's own file and
+InvalidRuntimeConfig, by runtimes/problems.py). Each rule names the runtime's own file and
 function it follows.
 
 - SGLang 0.5.23, python/sglang/srt/arg_groups/parallel_hook.py: attention and MoE data
@@ -18,8 +18,8 @@ import re
 
 from api import InferenceServiceSpec
 from runtimes.command import RuntimeCommand
-from runtimes.flags import int_value, normalize_user_args, user_args
-from runtimes.options import resolve
+from runtimes.parsers import resolve
+from runtimes.spellings import int_value, normalize_user_args, user_args
 
 # Other spellings of the options these rules read (the parsers' add_argument calls: vLLM
 # vllm/engine/arg_utils.py, SGLang's "--dcp-size / --decode-context-parallel-size").

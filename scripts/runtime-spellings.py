@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Write runtimes/data/runtime_options.json: every option spelling each pinned runtime's parser
-accepts, grouped by how many values it takes (runtimes/options.py walks extraArgs with it).
+accepts, grouped by how many values it takes (runtimes/parsers.py walks extraArgs with it).
 
 vLLM, SGLang and TGI come from the contract files (tests/data/runtime-options/*.json, read
 off the pinned releases' parsers). llama.cpp comes from the pinned llama-server's own

@@ -191,8 +191,8 @@ def test_the_flag_table_is_the_parsers_flags() -> None:
 @pytest.mark.parametrize(
     "token, problem",
     [
-        ("runtimes/options.resolve", None),
-        ("runtimes/options.no_such_name", "runtimes/options.py defines no no_such_name"),
+        ("runtimes/parsers.resolve", None),
+        ("runtimes/parsers.no_such_name", "runtimes/parsers.py defines no no_such_name"),
         ("api/runtime_options.resolve", "api/runtime_options.resolve does not exist"),
         ("tests/test_tiers.py::test_x", None),
     ],

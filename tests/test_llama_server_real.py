@@ -49,11 +49,11 @@ from objtypes import Obj
 from reconcilers.inferenceservice.scope import scope_for
 from reconcilers.inferenceservice.workload import pod_spec
 from reconcilers.sources.placement import model_placement
-from runtimes.args import EXITS_AT_START
-from runtimes.checks import runtime_problems
+from runtimes.arg_errors import EXITS_AT_START
 from runtimes.command import SPLIT_MODES
-from runtimes.flags import LLAMACPP
 from runtimes.images import VERSIONS
+from runtimes.problems import runtime_problems
+from runtimes.spellings import LLAMACPP
 
 # The first test may build the binary (minutes); every wait below has its own deadline.
 pytestmark = pytest.mark.timeout(3600)

@@ -20,7 +20,7 @@ from controller.resources import DEPLOYMENT, INFERENCE_SERVICE
 from objtypes import Obj
 from reconcilers.inferenceservice.scope import scope_for
 from reconcilers.inferenceservice.workload import pod_spec
-from runtimes.checks import INVALID_RUNTIME_CONFIG, runtime_problems
+from runtimes.problems import INVALID_RUNTIME_CONFIG, runtime_problems
 from webhook.admission import verdict
 
 from .conftest import isvc_yaml, reapply, wait_condition
@@ -156,6 +156,6 @@ async def test_reconcile_refuses_a_bad_cache_type_in_extra_args(
     [["--cache-type-k", "fp8"], ["-ctv=q4_0", "-fa", "off"], ["--cache_type_v", "turbo3"]],
 )
 def test_the_webhook_refuses_what_llama_server_exits_on_in_extra_args(extra: list[str]) -> None:
-    """The same rule as the reconcile (runtimes/args.py), so the webhook denies it too."""
+    """The same rule as the reconcile (runtimes/arg_errors.py), so the webhook denies it too."""
     allowed, message = admission(runtime="llamacpp", extraArgs=extra)
     assert not allowed and "spec.cacheType" in message, message

@@ -73,7 +73,7 @@ def test_the_product_wheel_holds_only_product_packages(wheels: dict[str, Path]) 
         names = set(z.namelist())
     assert "app/data/crds/inference.llmkube.dev_models.yaml" in names
     assert "app/data/examples/multi-gpu.yaml" in names
-    assert "runtimes/data/runtime_options.json" in names  # runtimes.options reads it
+    assert "runtimes/data/runtime_options.json" in names  # runtimes.parsers reads it
     assert _packages(wheels["llmkube_py_testserver"]) == {"testserver"}
     # Nor does the product depend on what only the test server uses.
     assert "common-expression-language" not in _requires(wheels["llmkube_py"])

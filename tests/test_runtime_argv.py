@@ -21,9 +21,9 @@ from objtypes import Obj
 from reconcilers.inferenceservice.scope import scope_for
 from reconcilers.inferenceservice.workload import pod_spec
 from reconcilers.sources.placement import model_placement, runtime_mounts
-from runtimes.args import runtime_arg_errors
-from runtimes.checks import runtime_problems
+from runtimes.arg_errors import runtime_arg_errors
 from runtimes.command import SPLIT_MODES
+from runtimes.problems import runtime_problems
 from webhook.admission import verdict
 
 from .conftest import isvc_yaml, model_yaml, reapply, wait_condition

@@ -4,7 +4,7 @@ The spec space: runtimes x GPU count x claims (none / template / shared claim) x
 typed config field (each value, all choices) x mode x extraArgs overrides (every
 spelling of every option we derive, as `--x v` and `--x=v`) x multiNode ranks, plus
 accelerators and model sources. A spec the controller refuses with a condition
-(runtimes/checks.py) never becomes a pod and is counted apart; every other one must
+(runtimes/problems.py) never becomes a pod and is counted apart; every other one must
 parse with 0 unknown options, 0 bad values, 0 repeated single-valued options, the
 model argument present in the runtime's form, and the container port equal to the
 port the runtime listens on; then pass what the release checks after parsing
@@ -33,13 +33,13 @@ from reconcilers.inferenceservice.workload import (
     pod_spec,
 )
 from reconcilers.sources.placement import model_placement, runtime_mounts
-from runtimes import values as rv
-from runtimes.args import LOOPBACK, extra_options, vllm_positionals
-from runtimes.checks import INVALID_RUNTIME_CONFIG, Problem, runtime_problems
+from runtimes import accepted_values as rv
+from runtimes.arg_errors import LOOPBACK, extra_options, vllm_positionals
 from runtimes.command import MODEL_OPTIONS
-from runtimes.flags import CHOICES, FLAGS, normalize_user_args, user_args
 from runtimes.gpu import runtime_device_count
 from runtimes.images import VERSIONS
+from runtimes.problems import INVALID_RUNTIME_CONFIG, Problem, runtime_problems
+from runtimes.spellings import CHOICES, FLAGS, normalize_user_args, user_args
 from webhook.admission import verdict
 
 from .runtime_options import Checker, Parsed, checkers, startup_errors, validators, versions
@@ -910,7 +910,7 @@ def test_tgi_emits_max_input_tokens_and_a_user_spelling_replaces_it() -> None:
 
 
 def test_value_tables_are_the_releases() -> None:
-    """runtimes/values.py against the options files (parser and startup tables)."""
+    """runtimes/accepted_values.py against the options files (parser and startup tables)."""
     v = validators()
     assert list(rv.VLLM_QUANTIZATION) == v["quantization"]["methods"]
     assert list(rv.VLLM_DEPRECATED_QUANTIZATION) == v["quantization"]["deprecated"]
@@ -930,7 +930,7 @@ def test_value_tables_are_the_releases() -> None:
 
 
 def test_checked_spellings_are_the_flag_tables() -> None:
-    from runtimes.args import CHECKED
+    from runtimes.arg_errors import CHECKED
 
     for runtime, table in CHECKED.items():
         for option, (spellings, _) in table.items():

@@ -31,7 +31,7 @@ from reconcilers.inferenceservice.workload import (
 )
 from reconcilers.sources.placement import model_placement
 from runtimes import images
-from runtimes.checks import runtime_problems
+from runtimes.problems import runtime_problems
 
 from .conftest import isvc_yaml, model_yaml, reapply, wait_condition
 

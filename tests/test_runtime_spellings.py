@@ -16,10 +16,10 @@ from types import ModuleType
 import pytest
 
 from api import InvalidSpec, parse_inference_service, parse_model
-from runtimes.args import runtime_arg_errors
-from runtimes.checks import INVALID_RUNTIME_CONFIG, runtime_problems
-from runtimes.flags import normalize_user_args
-from runtimes.options import DATA, PARSERS
+from runtimes.arg_errors import runtime_arg_errors
+from runtimes.parsers import DATA, PARSERS
+from runtimes.problems import INVALID_RUNTIME_CONFIG, runtime_problems
+from runtimes.spellings import normalize_user_args
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "runtime-spellings.py"

@@ -23,7 +23,7 @@ from reconcilers.inferenceservice.workload import pod_spec
 from reconcilers.model.delivery import delivery
 from reconcilers.sources.loader import LOADER_NAME, hf_token_env, loader_for
 from reconcilers.sources.placement import model_placement
-from runtimes.checks import runtime_problems
+from runtimes.problems import runtime_problems
 from testserver.loader_sim import simulated_sha256
 from webhook.admission import verdict
 

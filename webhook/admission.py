@@ -27,7 +27,7 @@ from api.source import host_path_error
 from api.volumes import host_path_volume_errors
 from controller.resources import GPU_QUOTA, GROUP, INFERENCE_SERVICE, MODEL
 from objtypes import Obj
-from runtimes.args import runtime_arg_errors
+from runtimes.arg_errors import runtime_arg_errors
 
 # (namespace, name) -> the Model object, or None when it does not exist (yet).
 ModelLookup = Callable[[str, str], Obj | None]

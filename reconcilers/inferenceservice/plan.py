@@ -29,9 +29,9 @@ from reconcilers.sources.cache_claim import store_for
 from reconcilers.sources.loader import Store
 from reconcilers.sources.placement import Placement, runtime_mounts
 from reconcilers.writes.conditions import Condition
-from runtimes.checks import Problem, runtime_problems
 from runtimes.command import RuntimeCommand
 from runtimes.gpu import DEFAULT_RESOURCE_NAMES, replica_charge
+from runtimes.problems import Problem, runtime_problems
 
 # The devices per pod a Deployment's runtime was sized for from the claims (count absent).
 CLAIMED_ANNOTATION = "inference.llmkube.dev/claimed-devices"

@@ -31,8 +31,8 @@ from objtypes import Obj  # noqa: E402
 from reconcilers.inferenceservice.scope import scope_for  # noqa: E402
 from reconcilers.inferenceservice.workload import pod_spec  # noqa: E402
 from reconcilers.sources.placement import model_placement  # noqa: E402
-from runtimes.checks import runtime_problems  # noqa: E402
-from runtimes.flags import LLAMACPP  # noqa: E402
+from runtimes.problems import runtime_problems  # noqa: E402
+from runtimes.spellings import LLAMACPP  # noqa: E402
 
 ISVC = {"metadata": {"name": "svc", "namespace": "ns", "uid": "u"}}
 HOST_ROOTS = ("/",)
@@ -98,7 +98,7 @@ CASES: list[tuple[str, Obj, Obj, str, str]] = [
         "serve",
         "",
     ),
-    # Refused by runtimes/checks.py: run to show llama.cpp b10068 on CUDA exits with them.
+    # Refused by runtimes/problems.py: run to show llama.cpp b10068 on CUDA exits with them.
     ("gpu2-row-refused", gpu_model(2, sharding={"strategy": "row"}), {}, "exit", "split buffers"),
     (
         "gpu2-tensor-fa-off-refused",

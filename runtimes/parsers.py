@@ -20,7 +20,7 @@ made, and the reconciler and the webhook read a user's option as the runtime wil
   no attached values (`-c4096` is no option); an option taking a value takes the next
   word whatever it is ("expected value for argument" when there is none). `--x=v` is no
   spelling: the reconciler writes it as two words when --x takes one value
-  (runtimes.flags), else it is refused.
+  (runtimes.spellings), else it is refused.
 """
 
 from __future__ import annotations

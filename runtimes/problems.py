@@ -3,7 +3,7 @@
 Each is reported on the InferenceService (Ready=False with the reason and the numbers)
 instead of creating a workload that crash-loops or waits forever: parallelism above
 the GPUs the pod gets, a mode or model format the runtime cannot serve, a config value
-or extraArg the pinned release refuses (runtimes.args, which the webhook applies
+or extraArg the pinned release refuses (runtimes.arg_errors, which the webhook applies
 too; here also vLLM's per-platform quantization), no image for the accelerator.
 """
 
@@ -13,14 +13,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from api import InferenceServiceSpec, ModelSpec, gpu_count
-from runtimes.args import FLASH_ATTN_OFF, effective, runtime_arg_errors
+from runtimes.accepted_values import VLLM_PLATFORM_QUANTIZATION, VLLM_VERSION
+from runtimes.arg_errors import FLASH_ATTN_OFF, effective, runtime_arg_errors
 from runtimes.command import MODE_FLAGS, RuntimeCommand, runtime_command
-from runtimes.flags import int_value, normalize_user_args, user_args
 from runtimes.gpu import sized_devices, uses_gpu
 from runtimes.images import NO_OVERRIDES, Overrides, image_for, missing_image_message, variant
 from runtimes.pod_checks import MountedPath, pod_field_problems, unmounted_model_paths
+from runtimes.spellings import int_value, normalize_user_args, user_args
 from runtimes.startup import llamacpp_env_problems, sglang_problems, vllm_problems
-from runtimes.values import VLLM_PLATFORM_QUANTIZATION, VLLM_VERSION
 
 PARALLELISM_EXCEEDS_GPUS = "ParallelismExceedsGPUs"
 MODE_NOT_SUPPORTED = "ModeNotSupported"

@@ -3,7 +3,7 @@
 The webhook denies them at admission and the reconciler reports them
 (`RuntimeConfigured=False InvalidRuntimeConfig`), each naming the field: a value the
 pinned release does not accept (its parser's choices or its startup checks,
-values.py), a spelling its parser does not read, a bind address the probes and
+accepted_values.py), a spelling its parser does not read, a bind address the probes and
 the Service cannot reach, a second model for vLLM, TGI token limits its launcher
 refuses, a multiNode data-parallel size other than the member pods.
 """
@@ -20,8 +20,7 @@ from api.inferenceservice import (
     SERVED_RUNTIMES,
     InferenceServiceSpec,
 )
-from runtimes.options import resolve, unknown_options, version
-from runtimes.values import (
+from runtimes.accepted_values import (
     CHOICES,
     VLLM_ATTENTION_BACKENDS,
     VLLM_DEPRECATED_QUANTIZATION,
@@ -32,6 +31,7 @@ from runtimes.values import (
     VLLM_QUANTIZATION,
     VLLM_VERSION,
 )
+from runtimes.parsers import resolve, unknown_options, version
 
 NAMES = {"vllm": "vLLM", "sglang": "SGLang", "tgi": "TGI", "llamacpp": "llama.cpp"}
 # Runtimes whose parser reads `--a_b` as `--a-b` (vLLM's FlexibleArgumentParser,

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from runtimes.args import option_name
-from runtimes.options import resolve, takes_one_value
-from runtimes.values import CHOICES as CHOICES
+from runtimes.accepted_values import CHOICES as CHOICES
+from runtimes.arg_errors import option_name
+from runtimes.parsers import resolve, takes_one_value
 
 
 @dataclass(frozen=True)
@@ -165,7 +165,7 @@ _INDEX = {runtime: _index(runtime) for runtime in FLAGS}
 
 def normalize_user_args(runtime: str, extra_args: tuple[str, ...]) -> tuple[str, ...]:
     """extraArgs as the runtime will surely read them: each option word written as the
-    spelling its parser resolves it to (runtimes.options.resolve), values untouched.
+    spelling its parser resolves it to (runtimes.parsers.resolve), values untouched.
 
     An argparse abbreviation (vLLM, SGLang: `--tensor-parallel 4`, SGLang's `--tp`)
     becomes its full spelling, so it replaces our option like any other spelling of it
@@ -173,7 +173,7 @@ def normalize_user_args(runtime: str, extra_args: tuple[str, ...]) -> tuple[str,
     (argparse `-qfp8`, clap `-p9000`) becomes `-q=fp8` / `-p=9000`, which both parsers
     read. vLLM and llama.cpp read `--a_b` as `--a-b`: written so. llama.cpp rejects
     `--flag=value`: its options that take one value are passed as two words
-    (runtimes.options refuses the rest). Unknown words stay as they are (refused).
+    (runtimes.parsers refuses the rest). Unknown words stay as they are (refused).
     """
     out = list(extra_args)
     split: dict[int, tuple[str, str]] = {}
