@@ -14,46 +14,48 @@ READ = ("get", "list", "watch")
 
 
 @dataclass(frozen=True)
-class Rule:
+class PolicyRule:
     group: str
     resources: tuple[str, ...]
     verbs: tuple[str, ...]
 
 
-CLUSTER_RULES: tuple[Rule, ...] = (
-    Rule(GROUP, ("models", "inferenceservices", "gpuquotas"), READ),
-    Rule(GROUP, ("models/status", "inferenceservices/status", "gpuquotas/status"), ("patch",)),
+CLUSTER_RULES: tuple[PolicyRule, ...] = (
+    PolicyRule(GROUP, ("models", "inferenceservices", "gpuquotas"), READ),
+    PolicyRule(
+        GROUP, ("models/status", "inferenceservices/status", "gpuquotas/status"), ("patch",)
+    ),
     # DRA objects are the user's and the drivers': the controller only reads them (claims
     # and templates exist, their allocations; classes and slices for AcceleratorReady).
-    Rule(
+    PolicyRule(
         "resource.k8s.io",
         ("resourceclaims", "resourceclaimtemplates", "deviceclasses", "resourceslices"),
         READ,
     ),
     # Owned objects are written with server-side apply: `patch`, plus `create` for an
     # apply that creates (kube-apiserver authorizes that as create too).
-    Rule("apps", ("deployments",), (*READ, "create", "patch")),
-    Rule("", ("services",), (*READ, "create", "patch")),
+    PolicyRule("apps", ("deployments",), (*READ, "create", "patch")),
+    PolicyRule("", ("services",), (*READ, "create", "patch")),
     # multiNode member pods are applied directly, and replaced (deleted) when they change.
-    Rule("", ("pods",), (*READ, "create", "patch", "delete")),
+    PolicyRule("", ("pods",), (*READ, "create", "patch", "delete")),
     # An Event's create answers 409 when an earlier run (before a restart) or another
     # replica wrote it: it is read (`get`) to continue its count, then patched.
-    Rule("", ("events",), ("get", "create", "patch")),
+    PolicyRule("", ("events",), ("get", "create", "patch")),
     # spec.autoscaling: the service's HPA, removed when autoscaling is cleared or suspended.
-    Rule("autoscaling", ("horizontalpodautoscalers",), (*READ, "create", "patch", "delete")),
+    PolicyRule("autoscaling", ("horizontalpodautoscalers",), (*READ, "create", "patch", "delete")),
     # spec.disruption: the service's PodDisruptionBudget, removed when not protecting.
-    Rule("policy", ("poddisruptionbudgets",), (*READ, "create", "patch", "delete")),
+    PolicyRule("policy", ("poddisruptionbudgets",), (*READ, "create", "patch", "delete")),
     # spec.maxPodLifetimeSeconds: expired pods are evicted (budgets are respected).
-    Rule("", ("pods/eviction",), ("create",)),
+    PolicyRule("", ("pods/eviction",), ("create",)),
     # A GPUQuota's selector matches Namespace labels (as LLMKube's gpuquota controller).
-    Rule("", ("namespaces",), READ),
+    PolicyRule("", ("namespaces",), READ),
     # spec.prefetch: the Model's loader Job (watched: its status is the Prefetch condition).
-    Rule("batch", ("jobs",), (*READ, "create", "patch")),
+    PolicyRule("batch", ("jobs",), (*READ, "create", "patch")),
     # The model cache PVC: created once, never read or changed (chart: only with
     # modelCache.enabled).
-    Rule("", ("persistentvolumeclaims",), ("create",)),
+    PolicyRule("", ("persistentvolumeclaims",), ("create",)),
 )
 # In the controller's own namespace, for leader election only.
-LEADER_ELECTION_RULES: tuple[Rule, ...] = (
-    Rule("coordination.k8s.io", ("leases",), ("get", "create", "update")),
+LEADER_ELECTION_RULES: tuple[PolicyRule, ...] = (
+    PolicyRule("coordination.k8s.io", ("leases",), ("get", "create", "update")),
 )

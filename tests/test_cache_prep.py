@@ -24,7 +24,7 @@ import pytest
 
 from api import parse_model
 from reconcilers.sources.cache_prep import cache_prep_container
-from reconcilers.sources.loader import MODEL_DIR, Store, loader_for
+from reconcilers.sources.loader import MODEL_DIR, WeightsVolume, loader_for
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 or shutil.which("setpriv") is None,
@@ -104,7 +104,7 @@ def as_loader(groups: str) -> tuple[str, ...]:
 
 def loader(url: str) -> Any:
     model = parse_model({"source": f"{url}/model.gguf"})
-    loading = loader_for(model, Store("llmkube-model-cache"), "llamacpp")
+    loading = loader_for(model, WeightsVolume("llmkube-model-cache"), "llamacpp")
     assert loading is not None
     return model, loading.container
 

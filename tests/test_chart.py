@@ -21,7 +21,7 @@ from helm_python.chart import lint
 
 from app.cli import concurrency, host_path_roots, parse
 from app.manifests import load
-from controller.permissions import CLUSTER_RULES, LEADER_ELECTION_RULES, Rule
+from controller.permissions import CLUSTER_RULES, LEADER_ELECTION_RULES, PolicyRule
 from metrics import ControllerMetrics
 from objtypes import Obj
 from testserver.process import ApiServerProcess
@@ -293,7 +293,7 @@ def test_default_fsgroup_value_reaches_the_flag() -> None:
         render({"servingPods": {"defaultFSGroup": -1}})
 
 
-def expand(rules: tuple[Rule, ...]) -> set[tuple[str, str, str]]:
+def expand(rules: tuple[PolicyRule, ...]) -> set[tuple[str, str, str]]:
     return {(r.group, res, v) for r in rules for res in r.resources for v in r.verbs}
 
 

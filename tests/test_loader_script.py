@@ -28,7 +28,7 @@ import pytest
 from api import ModelSpec, parse_model
 from app.manifests import apply_text
 from controller.resources import DEPLOYMENT
-from reconcilers.sources.loader import SCRIPT, Store, loader_for
+from reconcilers.sources.loader import SCRIPT, WeightsVolume, loader_for
 
 from .conftest import eventually
 from .dra_cluster import dra_cluster
@@ -38,7 +38,7 @@ HOLD = 100_000  # a held response sends this much, and curl writes some of it
 SUM = hashlib.sha256(BODY).hexdigest()
 EVIL = b"GGUF attacker weights"
 EVIL_SUM = hashlib.sha256(EVIL).hexdigest()
-CACHE = Store(claim="model-cache")
+CACHE = WeightsVolume(claim="model-cache")
 
 
 class Origin:
@@ -193,7 +193,7 @@ def _result(tmp: Path, pod: str, p: subprocess.CompletedProcess[str] | Any, out:
     return p.returncode, message, out
 
 
-def model_env(model: ModelSpec, store: Store = CACHE) -> dict[str, str]:
+def model_env(model: ModelSpec, store: WeightsVolume = CACHE) -> dict[str, str]:
     """The loader's env as the controller builds it (its value entries)."""
     loading = loader_for(model, store, runtime="llamacpp")
     assert loading is not None

@@ -26,7 +26,7 @@ from reconcilers.quota.index import namespace_allocations
 from reconcilers.quota.rule import MIN_PRIORITY, VRAM_BYTES, Allocation
 from reconcilers.settings import Settings
 from reconcilers.sources.cache_claim import store_for
-from reconcilers.sources.loader import Store
+from reconcilers.sources.loader import WeightsVolume
 from reconcilers.sources.placement import Placement, runtime_mounts
 from reconcilers.writes.conditions import Condition
 from runtimes.command import RuntimeCommand
@@ -83,7 +83,7 @@ class Plan:
     kueue: Obj | None = None  # status.kueue
 
     @property
-    def store(self) -> Store:
+    def store(self) -> WeightsVolume:
         """Where the loader writes the model (the cache claim, or the pod's emptyDir)."""
         return self.placement.store
 

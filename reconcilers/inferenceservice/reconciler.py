@@ -56,16 +56,16 @@ from objtypes import Obj
 from reconcilers.context import Context
 from reconcilers.devices.claims import missing_claims, names_claim
 from reconcilers.devices.lookup import index_slices
-from reconcilers.inferenceservice.apply import apply
-from reconcilers.inferenceservice.plan import observe, plan
-from reconcilers.inferenceservice.pod_lifetime import recycle_expired
-from reconcilers.inferenceservice.pods import has_workload, index_pods
-from reconcilers.inferenceservice.predicates import deployment_status, read_changed
-from reconcilers.inferenceservice.status import (
+from reconcilers.inferenceservice.ensure import apply
+from reconcilers.inferenceservice.outcome import (
     write_blocked,
     write_refused,
     write_served,
 )
+from reconcilers.inferenceservice.plan import observe, plan
+from reconcilers.inferenceservice.pod_lifetime import recycle_expired
+from reconcilers.inferenceservice.pods import has_workload, index_pods
+from reconcilers.inferenceservice.predicates import deployment_status, read_changed
 from reconcilers.opening import open_object
 from reconcilers.ownership import MANAGED_BY, MANAGER, SERVICE_LABEL
 from reconcilers.quota.index import admission_changes

@@ -15,7 +15,7 @@ from api import InferenceServiceSpec, ModelSpec
 from api.source import HF_ENDPOINT
 from objtypes import Obj
 from reconcilers.pod_security import DEFAULT_FS_GROUP
-from reconcilers.sources.loader import EPHEMERAL, Store
+from reconcilers.sources.loader import EPHEMERAL, WeightsVolume
 from reconcilers.sources.placement import Placement, model_placement
 from runtimes.command import RuntimeCommand, runtime_command
 from runtimes.images import NO_OVERRIDES, Overrides
@@ -44,7 +44,7 @@ def decide(
     model: ModelSpec,
     claimed: int | None,
     roots: tuple[str, ...],
-    store: Store,
+    store: WeightsVolume,
     hub: str,
     images: Overrides,
 ) -> tuple[Placement, RuntimeCommand]:
@@ -70,7 +70,7 @@ def scope_for(
     claimed: int | None = None,
     *,
     roots: tuple[str, ...] = (),
-    store: Store = EPHEMERAL,
+    store: WeightsVolume = EPHEMERAL,
     fs_group: int = DEFAULT_FS_GROUP,
     restricted: bool = False,
     hub: str = HF_ENDPOINT,

@@ -20,7 +20,7 @@ from reconcilers.model.delivery import Delivery
 from reconcilers.ownership import MANAGED_BY, MANAGER, MODEL_LABEL
 from reconcilers.pod_security import DEFAULT_FS_GROUP, harden, restricted_namespace
 from reconcilers.sources.cache_claim import SHARED_CLAIM, ClaimMaker, shared_claim
-from reconcilers.sources.loader import Store, loader_for
+from reconcilers.sources.loader import WeightsVolume, loader_for
 from reconcilers.writes.apply import NotOwned, ensure, owned_by
 from reconcilers.writes.conditions import Condition
 
@@ -44,17 +44,19 @@ def build_job(
     serving pod (pod_security.py), with the cache prep before the loader where it may
     run as root."""
     meta = obj["metadata"]
-    loading = loader_for(model, Store(SHARED_CLAIM), hub=hub)
+    loading = loader_for(model, WeightsVolume(SHARED_CLAIM), hub=hub)
     assert loading is not None, "only a Model a loader stages is prefetched"
     labels = {MANAGED_BY: MANAGER, MODEL_LABEL: meta["name"]}
     pod: Obj = {
         "restartPolicy": "Never",
         "containers": [loading.container],
-        "volumes": [Store(SHARED_CLAIM).volume()],
+        "volumes": [WeightsVolume(SHARED_CLAIM).volume()],
     }
     if model.prefetch_tolerations:
         pod["tolerations"] = [dict(t) for t in model.prefetch_tolerations]
-    harden(pod, fs_group, cache_volume=Store(SHARED_CLAIM).volume_name, restricted=restricted)
+    harden(
+        pod, fs_group, cache_volume=WeightsVolume(SHARED_CLAIM).volume_name, restricted=restricted
+    )
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",

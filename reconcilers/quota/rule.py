@@ -159,7 +159,7 @@ def _allocation(isvc: Obj) -> Obj:
     return allocation if isinstance(allocation, dict) else {}
 
 
-def allocated_devices(isvc: Obj) -> tuple[int, int]:
+def allocated_totals(isvc: Obj) -> tuple[int, int]:
     """(allocatedDevices, allocatedPods) from status.allocation; (0, 0) when absent."""
     allocation = _allocation(isvc)
     return (
@@ -172,7 +172,7 @@ def charge_per_replica(isvc: Obj, model: ModelSpec, service: InferenceServiceSpe
     """What one replica costs: the devices DRA allocated per pod for a claims service
     whose pods hold (or last held) devices, otherwise the guide's rule."""
     if model.uses_claims:
-        devices, pods = allocated_devices(isvc)
+        devices, pods = allocated_totals(isvc)
         if pods > 0:
             return -(-devices // pods)
         kept = _non_negative_int(_allocation(isvc).get("devicesPerPod"))

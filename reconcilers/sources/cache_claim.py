@@ -20,7 +20,7 @@ from objtypes import Obj
 from reconcilers.context import Context
 from reconcilers.ownership import owner_reference
 from reconcilers.settings import CacheSettings
-from reconcilers.sources.loader import EPHEMERAL, Store, needs_loader
+from reconcilers.sources.loader import EPHEMERAL, WeightsVolume, needs_loader
 
 SHARED_CLAIM = "llmkube-model-cache"
 
@@ -33,19 +33,19 @@ def claim_name(isvc: Obj, settings: CacheSettings) -> str:
 
 def store_for(
     isvc: Obj, service: InferenceServiceSpec, model: ModelSpec, settings: CacheSettings
-) -> Store:
+) -> WeightsVolume:
     """Where this service's loader writes (EPHEMERAL when no loader runs): an emptyDir
     is sized by spec.resources.ephemeralStorage, as LLMKube sizes its Ephemeral cache."""
     if not needs_loader(model):
         return EPHEMERAL
-    pod_disk = Store(size_limit=service.ephemeral_storage)
+    pod_disk = WeightsVolume(size_limit=service.ephemeral_storage)
     if service.cache_persistence == "Ephemeral":
         return pod_disk
     if service.cache_claim:
-        return Store(service.cache_claim)
+        return WeightsVolume(service.cache_claim)
     if not settings.enabled:
         return pod_disk
-    return Store(claim_name(isvc, settings))
+    return WeightsVolume(claim_name(isvc, settings))
 
 
 def build_claim(isvc: Obj, settings: CacheSettings) -> Obj:
@@ -84,7 +84,7 @@ class ClaimMaker:
     def __init__(self) -> None:
         self.made: set[tuple[str, str, str]] = set()
 
-    async def ensure(self, ctx: Context, isvc: Obj, store: Store) -> None:
+    async def ensure(self, ctx: Context, isvc: Obj, store: WeightsVolume) -> None:
         settings = ctx.settings.model_cache
         if not store.claim or store.claim != claim_name(isvc, settings) or not settings.enabled:
             return  # no claim, or the user's own

@@ -283,7 +283,7 @@ echo "staged in $dir: $(printf '%s' "$staged" | tr '\n' ' ')"
 
 
 @dataclass(frozen=True)
-class Store:
+class WeightsVolume:
     """Where the loader writes: a cache PVC (claim), or the pod's emptyDir (None), at
     most size_limit big (spec.resources.ephemeralStorage: the kubelet then evicts the
     pod that overran, not its neighbours on a node under DiskPressure)."""
@@ -312,7 +312,7 @@ class Store:
         return f"{MODEL_DIR}/{model.cache_key}" if self.claim else MODEL_DIR
 
 
-EPHEMERAL = Store()
+EPHEMERAL = WeightsVolume()
 
 
 @dataclass(frozen=True)
@@ -404,7 +404,7 @@ def needs_loader(model: ModelSpec) -> bool:
 
 def loader_for(
     model: ModelSpec,
-    store: Store = EPHEMERAL,
+    store: WeightsVolume = EPHEMERAL,
     runtime: str = "vllm",
     isvc_token: tuple[str, str] | None = None,
     hub: str = HF_ENDPOINT,

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from api import InferenceServiceSpec, ModelSpec
 from api.source import HF_ENDPOINT, host_path_error
 from objtypes import Obj
-from reconcilers.sources.loader import EPHEMERAL, MODEL_DIR, Store, loader_for
+from reconcilers.sources.loader import EPHEMERAL, MODEL_DIR, WeightsVolume, loader_for
 from runtimes.pod_checks import MountedPath
 
 PVC_MOUNT = "/model-source"  # LLMKube's mount point of a pvc:// source
@@ -38,7 +38,7 @@ class Placement:
     loader: Obj | None = None  # the init container that downloads the file
     volumes: list[Obj] = field(default_factory=list)
     mounts: list[Obj] = field(default_factory=list)  # the runtime container's mounts
-    store: Store = EPHEMERAL  # where the loader writes (mounted only with a loader)
+    store: WeightsVolume = EPHEMERAL  # where the loader writes (mounted only with a loader)
     mmproj: str | None = None  # the staged spec.mmproj (llama.cpp's --mmproj)
 
     @property
@@ -59,7 +59,7 @@ def model_placement(
     model: ModelSpec,
     runtime: str = "vllm",
     roots: tuple[str, ...] = (),
-    store: Store = EPHEMERAL,
+    store: WeightsVolume = EPHEMERAL,
     hf_token: tuple[str, str] | None = None,
     hub: str = HF_ENDPOINT,
 ) -> Placement:

@@ -14,7 +14,7 @@ from controller.resources import INFERENCE_SERVICE, object_key
 from objtypes import Obj
 from reconcilers.context import Context
 from reconcilers.devices.lookup import allocation_status
-from reconcilers.inferenceservice.apply import Applied
+from reconcilers.inferenceservice.ensure import Applied
 from reconcilers.inferenceservice.plan import Plan
 from reconcilers.inferenceservice.pods import (
     has_workload,
