@@ -1,4 +1,5 @@
-"""How a Model's GPU request reaches the pod, and what it costs against a GPUQuota.
+"""How a Model's GPU request reaches the pod (its charge against a GPUQuota is
+reconcilers/quota/rule.py's).
 
 Two paths, never both:
 - DRA: resourceClaims go on the pod (spec.resourceClaims) and the inference container
@@ -92,28 +93,6 @@ def sized_devices(model: ModelSpec, service: InferenceServiceSpec, claimed: int 
     if model.uses_claims and claimed:
         return min(count, claimed) if count else claimed
     return count
-
-
-def gpus_per_replica(model: ModelSpec, service: InferenceServiceSpec) -> int:
-    """What one replica is charged against a GPUQuota.
-
-    LLMKube's GPU count per replica (count, else spec.resources.gpu): a claims model
-    with neither is not charged; a device-plugin model is charged the limit it gets.
-    """
-    if model.uses_claims:
-        return gpu_count(model, service.gpu)
-    if uses_gpu(model, service):
-        return gpu_count(model, service.gpu) or 1
-    return 0
-
-
-def members_per_replica(service: InferenceServiceSpec) -> int:
-    return len(service.multi_node.members) if service.multi_node else 1
-
-
-def replica_charge(model: ModelSpec, service: InferenceServiceSpec) -> int:
-    """GPUs one replica costs: per pod, times the member pods of a multiNode replica."""
-    return gpus_per_replica(model, service) * members_per_replica(service)
 
 
 def attachment_kind(model: ModelSpec, service: InferenceServiceSpec | None = None) -> str:

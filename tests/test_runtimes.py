@@ -7,8 +7,9 @@ from typing import Any
 import pytest
 
 from api import parse_inference_service, parse_model
+from reconcilers.quota.rule import gpus_per_replica
 from runtimes.command import runtime_command
-from runtimes.gpu import gpu_attachment, gpus_per_replica
+from runtimes.gpu import gpu_attachment
 
 CLAIMS = [{"name": "gpus", "resourceClaimTemplateName": "two-gpus"}]
 

@@ -23,14 +23,14 @@ from reconcilers.devices.lookup import device_classes, model_demand, templates
 from reconcilers.inferenceservice.advice import advisories
 from reconcilers.inferenceservice.scope import decide
 from reconcilers.quota.index import namespace_allocations
-from reconcilers.quota.rule import MIN_PRIORITY, VRAM_BYTES, Allocation
+from reconcilers.quota.rule import MIN_PRIORITY, VRAM_BYTES, Allocation, replica_charge
 from reconcilers.settings import Settings
 from reconcilers.sources.cache_claim import store_for
 from reconcilers.sources.loader import WeightsVolume
 from reconcilers.sources.placement import Placement, runtime_mounts
 from reconcilers.writes.conditions import Condition
 from runtimes.command import RuntimeCommand
-from runtimes.gpu import DEFAULT_RESOURCE_NAMES, replica_charge
+from runtimes.gpu import DEFAULT_RESOURCE_NAMES
 from runtimes.problems import Problem, runtime_problems
 
 # The devices per pod a Deployment's runtime was sized for from the claims (count absent).

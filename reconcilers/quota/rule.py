@@ -29,11 +29,33 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from api import GPUQuotaSpec, InferenceServiceSpec, ModelSpec
+from api import GPUQuotaSpec, InferenceServiceSpec, ModelSpec, gpu_count
 from objtypes import Obj
-from runtimes.gpu import replica_charge
+from runtimes.gpu import uses_gpu
 
 Key = tuple[str, str]  # (namespace, name) of a service
+
+
+def gpus_per_replica(model: ModelSpec, service: InferenceServiceSpec) -> int:
+    """What one replica is charged against a GPUQuota.
+
+    LLMKube's GPU count per replica (count, else spec.resources.gpu): a claims model
+    with neither is not charged; a device-plugin model is charged the limit it gets.
+    """
+    if model.uses_claims:
+        return gpu_count(model, service.gpu)
+    if uses_gpu(model, service):
+        return gpu_count(model, service.gpu) or 1
+    return 0
+
+
+def members_per_replica(service: InferenceServiceSpec) -> int:
+    return len(service.multi_node.members) if service.multi_node else 1
+
+
+def replica_charge(model: ModelSpec, service: InferenceServiceSpec) -> int:
+    """GPUs one replica costs: per pod, times the member pods of a multiNode replica."""
+    return gpus_per_replica(model, service) * members_per_replica(service)
 
 
 @dataclass(frozen=True)
