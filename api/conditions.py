@@ -53,6 +53,8 @@ SERVING = "Serving"
 UNSCHEDULABLE = "Unschedulable"
 PROGRESSING = "Progressing"
 ALL_CLAIMS_FOUND = "AllClaimsFound"
+# DeviceCount: the GPUs come through a ResourceClaimTemplate the controller made.
+MANAGED_CLAIMS = "ManagedClaims"
 
 # GPUQuota
 WITHIN_LIMIT = "WithinLimit"

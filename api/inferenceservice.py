@@ -465,6 +465,16 @@ STATUS = Object(
                 ),
             },
         ),
+        "managedClaims": Object(
+            description="The ResourceClaimTemplate the controller made for a Model that "
+            "names no resourceClaims where the GPUs are reachable only through DRA.",
+            fields={
+                "template": Str(description="The template's name (owned by the service)."),
+                "deviceClass": Str(),
+                "count": Int(description="Devices one pod's claim asks for."),
+                "selectors": Array(items=Str(), description="Its CEL selectors (ANDed)."),
+            },
+        ),
         "kueue": Object(
             description="What Kueue's pod integration will see (kueue.x-k8s.io/queue-name).",
             fields={

@@ -8,10 +8,18 @@ import pytest
 from app.manifests import apply_text
 from controller.kube import KubeClient
 from controller.manager import Manager
-from controller.resources import DEVICE_CLASS, INFERENCE_SERVICE, MODEL, POD, RESOURCE_SLICE
+from controller.resources import (
+    DEPLOYMENT,
+    DEVICE_CLASS,
+    INFERENCE_SERVICE,
+    MODEL,
+    POD,
+    RESOURCE_CLAIM_TEMPLATE,
+    RESOURCE_SLICE,
+)
 from tests.support.dra_cluster import dra_cluster
 from tests.support.manifests import claim_template, gpu_template, isvc_yaml, model_yaml, reapply
-from tests.support.waiting import condition, wait_condition
+from tests.support.waiting import condition, eventually, wait_condition
 from testserver.process import ApiServerProcess
 
 Cluster = tuple[KubeClient, Manager, ApiServerProcess]
@@ -119,12 +127,15 @@ async def test_more_devices_than_any_node_publishes(cluster: Cluster) -> None:
 
 async def test_kep_5004_extended_resource_name(cluster: Cluster) -> None:
     kube, _, _ = cluster
-    # A device-plugin Model on a DRA-only cluster: nvidia.com/gpu exists on no node.
+    # A device-plugin Model on a DRA-only cluster: nvidia.com/gpu exists on no node, so its
+    # services are served through templates the controller makes (managed claims).
     await reapply(kube, model_yaml("plugin", "      enabled: true\n      count: 2"))
     await reapply(kube, isvc_yaml("plugin", "plugin"))
-    m = await wait_condition(kube, MODEL, "plugin", "AcceleratorReady", "True", "DevicePlugin")
+    m = await wait_condition(kube, MODEL, "plugin", "AcceleratorReady", "True", "ManagedClaims")
     assert m["status"]["gpu"]["extendedResourceClass"] == ""
-    await wait_condition(kube, INFERENCE_SERVICE, "plugin", "WorkloadReady", "False")
+    assert "2 device(s) of DeviceClass 'gpu.nvidia.com'" in message(m, "AcceleratorReady")
+    await wait_condition(kube, INFERENCE_SERVICE, "plugin", "DeviceCount", "True", "ManagedClaims")
+    await wait_condition(kube, INFERENCE_SERVICE, "plugin", "Ready", "True")
 
     # The DeviceClass serves nvidia.com/gpu through DRA: the same Model is fine now.
     cls = await kube.get(DEVICE_CLASS, "", "gpu.nvidia.com")
@@ -137,6 +148,17 @@ async def test_kep_5004_extended_resource_name(cluster: Cluster) -> None:
     assert m["status"]["gpu"]["extendedResourceClass"] == "gpu.nvidia.com"
     assert "DeviceClass 'gpu.nvidia.com'" in message(m, "AcceleratorReady")
     await wait_condition(kube, INFERENCE_SERVICE, "plugin", "Ready", "True")
+    # The scheduler serves the limit itself now: no template is made, the old one goes.
+    dep = await kube.get(DEPLOYMENT, "default", "plugin")
+    assert dep is not None
+    resources = dep["spec"]["template"]["spec"]["containers"][0]["resources"]
+    assert resources["limits"]["nvidia.com/gpu"] == "2"
+    assert not dep["spec"]["template"]["spec"].get("resourceClaims")
+
+    async def no_templates() -> bool:
+        return (await kube.list(RESOURCE_CLAIM_TEMPLATE, "default"))[0] == []
+
+    await eventually(no_templates, 20, what="the unused managed template deleted")
 
     # Six GPUs: more than the node publishes, AcceleratorReady says so with the numbers.
     await reapply(kube, model_yaml("plugin", "      enabled: true\n      count: 6"))

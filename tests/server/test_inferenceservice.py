@@ -311,14 +311,13 @@ async def test_claims_run_where_a_gpu_limit_would_stay_pending(
     assert len(claims) == 2
     assert all(c["status"]["allocation"]["devices"]["results"] for c in claims)
 
-    # The same model through the device plugin (the #2059 failure mode): Pending, and the
-    # scheduler's reason is on the InferenceService.
+    # The same model without claims, where a device-plugin limit would stay Pending (the
+    # #2059 failure mode): served through a template the controller makes for it.
     await reapply(kube, model_yaml("plugin", "      enabled: true\n      count: 1"))
     await reapply(kube, isvc_yaml("plugin", "plugin"))
-    isvc = await wait_condition(
-        kube, INFERENCE_SERVICE, "plugin", "Ready", "False", "Unschedulable"
-    )
-    assert "Insufficient nvidia.com/gpu" in condition(isvc, "Ready")["message"]  # type: ignore[index]
+    isvc = await wait_condition(kube, INFERENCE_SERVICE, "plugin", "Ready", "True", "Serving")
+    assert isvc["status"]["gpuAttachment"] == "dra"
+    assert isvc["status"]["managedClaims"]["count"] == 1
     assert await kube.get(SERVICE, "default", "plugin") is not None
 
 

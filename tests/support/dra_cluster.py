@@ -27,6 +27,7 @@ async def dra_cluster(
     kueue: dict[str, str] | None = None,
     model_cache: CacheSettings | None = None,
     hf_endpoint: str = HF_ENDPOINT,
+    managed_claims: bool = True,
 ) -> AsyncIterator[tuple[KubeClient, Manager, ApiServerProcess]]:
     server = await ApiServerProcess.start("--simulate-cluster", f"dra={gpus},plugin={plugin}")
     client = await KubeClient.connect(server.url)
@@ -36,6 +37,7 @@ async def dra_cluster(
         model_cache=model_cache or CacheSettings(),
         kueue=KueueSettings(kueue or {}),
         hf_endpoint=hf_endpoint,
+        managed_claims=managed_claims,
     )
     manager = Manager(client, config, reconcilers=reconcilers(settings))
     await manager.start()

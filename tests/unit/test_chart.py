@@ -180,6 +180,24 @@ def test_any_extra_volume_host_path_value_reaches_the_flag() -> None:
     assert parse(on).allow_any_extra_volume_host_path is True  # the controller's own parser
 
 
+def test_managed_dra_claims_values_reach_the_flags() -> None:
+    def flags(values: Obj | None) -> list[str]:
+        container = find(render(values), "Deployment")["spec"]["template"]["spec"]["containers"][0]
+        return [a for a in container["args"] if "dra-" in a]
+
+    assert flags(None) == ["--managed-dra-claims=true"]
+    assert parse(flags(None)).managed_dra_claims is True
+    off = flags({"managedDRAClaims": {"enabled": False, "deviceClass": "mig.nvidia.com"}})
+    assert off == ["--managed-dra-claims=false", "--dra-device-class=mig.nvidia.com"]
+    # The controller's own parser reads what the chart renders.
+    args = parse(off)
+    assert args.managed_dra_claims is False and args.dra_device_class == "mig.nvidia.com"
+    with pytest.raises(Exception, match="deviceClass"):
+        render({"managedDRAClaims": {"deviceClass": "Bad Class"}})
+    with pytest.raises(SystemExit):
+        parse(["--dra-device-class=Bad Class"])
+
+
 def test_default_fsgroup_value_reaches_the_flag() -> None:
     def flags(values: Obj | None) -> list[str]:
         container = find(render(values), "Deployment")["spec"]["template"]["spec"]["containers"][0]
@@ -200,9 +218,18 @@ def test_rbac_is_exactly_what_the_controller_declares() -> None:
     docs = render({"replicas": 2})
     assert rules_of(find(docs, "ClusterRole")) == expand(CLUSTER_RULES)
     assert rules_of(find(docs, "Role")) == expand(LEADER_ELECTION_RULES)
-    # DRA claims are the user's: read only.
+    # DRA objects are the user's and the drivers': read only, but for the templates made
+    # for the user (managed claims).
     dra = {(r, v) for g, r, v in rules_of(find(docs, "ClusterRole")) if g == "resource.k8s.io"}
-    assert {v for _, v in dra} == {"get", "list", "watch"}
+    assert {v for r, v in dra if r != "resourceclaimtemplates"} == {"get", "list", "watch"}
+    assert {v for r, v in dra if r == "resourceclaimtemplates"} == {
+        "get",
+        "list",
+        "watch",
+        "create",
+        "patch",
+        "delete",
+    }
     binding = find(docs, "ClusterRoleBinding")
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": "llmkube", "namespace": NAMESPACE}
