@@ -12,13 +12,14 @@ from controller.manager import Manager
 from controller.resources import (
     DEPLOYMENT,
     DEVICE_CLASS,
+    GPU_QUOTA,
     INFERENCE_SERVICE,
     RESOURCE_CLAIM_TEMPLATE,
 )
 from objtypes import Obj
 from reconcilers.devices.managed import DEVICE_CLASS_ANNOTATION
 from tests.support.dra_cluster import allocation, args_of, deployment, dra_cluster
-from tests.support.manifests import isvc_yaml, model_yaml, reapply
+from tests.support.manifests import isvc_yaml, model_yaml, quota_yaml, reapply
 from tests.support.waiting import condition, eventually, wait_condition
 from testserver.process import ApiServerProcess
 
@@ -81,6 +82,17 @@ async def test_a_model_without_claims_is_served_through_a_template_made_for_it(
     assert "2 device(s) of DeviceClass 'gpu.nvidia.com'" in count["message"]
     assert isvc["status"]["gpuAttachment"] == "dra"
     assert isvc["status"]["managedClaims"]["count"] == 2
+
+    # A GPUQuota charges what DRA allocated to the template's claims, as for a user's.
+    await apply_text(kube, quota_yaml(4))
+
+    async def charged() -> Obj | None:
+        quota = await kube.get(GPU_QUOTA, "default", "team")
+        status = (quota or {}).get("status") or {}
+        return status if status.get("allocatedGPUCount") == 2 else None
+
+    status = await eventually(charged, 15, what="the GPUQuota's allocatedGPUCount 2")
+    assert status["usedGPUCount"] == 2 and status["services"][0]["allocatedGPUs"] == 2
 
 
 async def test_a_changed_model_gets_a_new_template_and_the_old_one_goes(cluster: Cluster) -> None:
