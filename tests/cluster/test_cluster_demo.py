@@ -96,9 +96,13 @@ def test_demo_cluster_runs_the_demo_on_the_real_control_plane(tmp_path: Path) ->
     assert "SizedFromClaims" in sized and "devices allocated:        2/2" in sized, sized
     assert "devices allocated:        1/1" in section(out, "qwen3-embedding")
     assert out.count("Devices:   2/2 allocated by DRA") == 2, out
-    # Three claims made by the real resourceclaim controller, all allocated.
+    # The Model without claims: a template the controller made, allocated by the scheduler.
+    managed = section(out, "qwen3-8b-managed")
+    assert "made for it:              ResourceClaimTemplate qwen3-8b-managed-gpus-" in managed
+    assert "ManagedClaims" in managed and "devices allocated:        1/1" in managed, managed
+    # Four claims made by the real resourceclaim controller, all allocated.
     claims = re.findall(r"^  (\S+-gpus?-\w+)\s+devices=(\d)$", out, re.M)
-    assert sorted(int(n) for _, n in claims) == [1, 2, 2], out
+    assert sorted(int(n) for _, n in claims) == [1, 1, 2, 2], out
     # The cache PVC bound to the demo's PersistentVolume; kwok ran no loader, said so.
     assert "PVC llmkube-model-cache: Bound, volume demo-llmkube-model-cache" in out, out
     assert out.count("model-loader Completed, no report (nothing ran)") == 2, out
