@@ -14,6 +14,8 @@ RESOURCE_CLAIM_TEMPLATE_NOT_FOUND = "ResourceClaimTemplateNotFound"
 DEVICE_PLUGIN = "DevicePlugin"
 DEVICE_CLASS_NOT_FOUND = "DeviceClassNotFound"
 INSUFFICIENT_DEVICES = "InsufficientDevices"
+# A claim's request that no published device satisfies (its selector named).
+UNSATISFIABLE_REQUEST = "UnsatisfiableRequest"
 # KEP-5004: a DeviceClass's extendedResourceName serves the device-plugin limit through DRA.
 EXTENDED_RESOURCE_VIA_DRA = "ExtendedResourceViaDRA"
 NO_ACCELERATOR_REQUIRED = "NoAcceleratorRequired"

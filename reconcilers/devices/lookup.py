@@ -30,7 +30,7 @@ from controller.resources import (
     RESOURCE_SLICE,
 )
 from objtypes import Obj
-from reconcilers.devices import dra
+from reconcilers.devices import dra, explain, selectors
 from reconcilers.devices.managed import MANAGED_CLAIM_LABEL
 
 
@@ -62,6 +62,32 @@ def templates(cache: Cache, namespace: str, model: ModelSpec) -> dict[str, Obj]:
             if obj is not None:
                 found[ref.template_name] = obj
     return found
+
+
+def claim_shortfalls(
+    cache: Cache, namespace: str, model: ModelSpec, made: Obj | None = None
+) -> list[str]:
+    """The requests of the Model's claims and templates (and `made`, a template written
+    in this reconcile, not cached yet) that no published device can serve, each naming
+    the claim, the request, the selector and what is published (explain.py). An
+    allocated claim has been served: not checked."""
+    classes = device_classes(cache)
+    found = selectors.devices(resource_slices(cache))
+    messages: list[str] = []
+    for ref in model.gpu.claims:
+        if ref.template_name:
+            obj = cache.get(RESOURCE_CLAIM_TEMPLATE, namespace, ref.template_name)
+            if made is not None and made["metadata"]["name"] == ref.template_name:
+                obj = made
+            label = f"ResourceClaimTemplate {ref.template_name}"
+        else:
+            obj = cache.get(RESOURCE_CLAIM, namespace, ref.claim_name or "")
+            label = f"ResourceClaim {ref.claim_name}"
+        if obj is None or dra.is_allocated(obj):
+            continue
+        spec = dra.claim_spec(obj)
+        messages += [s.message for s in explain.shortfalls(label, spec, classes, found)]
+    return messages
 
 
 def device_classes(cache: Cache) -> dict[str, Obj]:

@@ -145,7 +145,7 @@ def decide(
             f"the device-plugin resource, so this service's GPUs can come only through "
             "that class",
         )
-    selectors, problem = _selectors(annotations, model, _driver_of(cls, device_class))
+    selectors, problem = _selectors(annotations, model, driver_of(cls, device_class))
     if problem:
         return Refused(c.INVALID_SPEC, problem)
     count = gpu_count(model, service.gpu) or 1
@@ -153,26 +153,11 @@ def decide(
     return ManagedClaims(made, device_class, count, selectors)
 
 
-def _driver_of(cls: Obj, name: str) -> str:
-    """The driver a DeviceClass selects (its `device.driver == ...` selector), which
-    qualifies device capacities in CEL; else the class's name (NVIDIA's, AMD's and
-    Intel's classes are named after their drivers)."""
-    for selector in (cls.get("spec") or {}).get("selectors") or []:
-        found = _DRIVER.search(str((selector.get("cel") or {}).get("expression") or ""))
-        if found:
-            return found.group(1)
-    return name
-
-
 def _selectors(
     annotations: Mapping[str, str], model: ModelSpec, driver: str
 ) -> tuple[tuple[str, ...], str | None]:
-    found: list[str] = []
-    if model.gpu.memory_bytes:
-        found.append(
-            f"device.capacity[{json.dumps(driver)}].memory"
-            f".compareTo(quantity({json.dumps(_quantity(model.gpu.memory_bytes))})) >= 0"
-        )
+    memory = memory_selector(model, driver)
+    found: list[str] = [memory] if memory else []
     where = f"metadata.annotations[{CEL_SELECTOR_ANNOTATION!r}]"
     for number, line in enumerate(str(annotations.get(CEL_SELECTOR_ANNOTATION, "")).split("\n")):
         expression = line.strip()
@@ -184,6 +169,33 @@ def _selectors(
     if len(found) > MAX_SELECTORS:
         return (), f"{where}: {len(found)} selectors, at most {MAX_SELECTORS} in one request"
     return tuple(found), None
+
+
+def memory_selector(model: ModelSpec, driver: str) -> str | None:
+    """hardware.gpu.memory as a selector: the device's memory capacity at least that."""
+    if not model.gpu.memory_bytes:
+        return None
+    size = json.dumps(_quantity(model.gpu.memory_bytes))
+    return f"device.capacity[{json.dumps(driver)}].memory.compareTo(quantity({size})) >= 0"
+
+
+def driver_of(cls: Obj, name: str) -> str:
+    """The driver a DeviceClass selects (its `device.driver == ...` selector), which
+    qualifies device capacities in CEL; else the class's name (NVIDIA's, AMD's and
+    Intel's classes are named after their drivers)."""
+    for selector in (cls.get("spec") or {}).get("selectors") or []:
+        found = _DRIVER.search(str((selector.get("cel") or {}).get("expression") or ""))
+        if found:
+            return found.group(1)
+    return name
+
+
+def claim_spec(device_class: str, count: int, selectors: tuple[str, ...]) -> Obj:
+    """The ResourceClaimSpec of the template: one request of count devices of the class."""
+    exactly: Obj = {"deviceClassName": device_class, "allocationMode": "ExactCount", "count": count}
+    if selectors:
+        exactly["selectors"] = [{"cel": {"expression": s}} for s in selectors]
+    return {"devices": {"requests": [{"name": REQUEST_NAME, "exactly": exactly}]}}
 
 
 def _quantity(size: int) -> str:
@@ -199,10 +211,7 @@ def template(
 ) -> Obj:
     """The ResourceClaimTemplate, owned by the service; named `<service>-gpus-<digest>`."""
     meta = isvc["metadata"]
-    exactly: Obj = {"deviceClassName": device_class, "allocationMode": "ExactCount", "count": count}
-    if selectors:
-        exactly["selectors"] = [{"cel": {"expression": s}} for s in selectors]
-    spec: Obj = {"spec": {"devices": {"requests": [{"name": REQUEST_NAME, "exactly": exactly}]}}}
+    spec: Obj = {"spec": claim_spec(device_class, count, selectors)}
     digest = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:10]
     service = str(meta["name"])
     if len(service) > _NAME_BUDGET:

@@ -110,6 +110,8 @@ def outcome(
             Condition(c.READY, True, c.SERVING, message),
         ]
     message = f"{ready}/{wanted} replicas ready" + (f"; {pending}" if pending else "")
+    if pending and plan.shortfalls:  # the scheduler does not say which selector fails
+        message += "; " + "; ".join(plan.shortfalls)
     if restarted:
         message += f"; {restarted}"
     reason = c.UNSCHEDULABLE if pending else c.PROGRESSING

@@ -19,7 +19,13 @@ from controller.resources import DEPLOYMENT, object_key
 from objtypes import Obj
 from reconcilers.devices import dra, managed
 from reconcilers.devices.kueue import kueue_status, queue_name
-from reconcilers.devices.lookup import device_classes, model_demand, plugin_nodes, templates
+from reconcilers.devices.lookup import (
+    claim_shortfalls,
+    device_classes,
+    model_demand,
+    plugin_nodes,
+    templates,
+)
 from reconcilers.devices.managed import ManagedClaims, Refused
 from reconcilers.inferenceservice.advice import advisories
 from reconcilers.inferenceservice.scope import decide
@@ -48,6 +54,8 @@ class Facts:
     extended_class: str | None  # the DeviceClass serving the vendor resource (KEP-5004)
     templates: Mapping[str, Obj] = field(default_factory=dict)  # for Kueue's verdict
     managed: ManagedClaims | None = None  # the template made for the service, if any
+    # Why no published device could serve the pods' claims (explain.py), if so.
+    shortfalls: tuple[str, ...] = ()
 
 
 def observe_managed(
@@ -94,6 +102,11 @@ def observe(
         dra.extended_resource_class(device_classes(cache), resource),
         templates(cache, ns, model) if queue_name(isvc) is not None else {},
         made,
+        tuple(
+            claim_shortfalls(cache, ns, model, made.template if made else None)
+            if model.uses_claims
+            else ()
+        ),
     )
 
 
@@ -110,6 +123,7 @@ class Plan:
     refused: tuple[Problem, ...] = ()  # the runtime could not serve: write nothing
     kueue: Obj | None = None  # status.kueue
     managed: ManagedClaims | None = None  # the template to apply before the workload
+    shortfalls: tuple[str, ...] = ()  # told beside the scheduler's word on a pending pod
 
     @property
     def store(self) -> WeightsVolume:
@@ -220,6 +234,7 @@ def plan(
         (),
         kueue_fields,
         facts.managed,
+        facts.shortfalls,
     )
 
 

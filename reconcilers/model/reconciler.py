@@ -32,15 +32,22 @@ from controller.resources import (
 )
 from objtypes import Obj
 from reconcilers.context import Context
-from reconcilers.devices import dra
+from reconcilers.devices import dra, explain, selectors
 from reconcilers.devices.claims import missing_claims, names_claim
 from reconcilers.devices.lookup import (
+    claim_shortfalls,
     device_classes,
     model_demand,
     plugin_nodes,
     resource_slices,
 )
-from reconcilers.devices.managed import VENDOR_CLASSES, allocatable_changed
+from reconcilers.devices.managed import (
+    VENDOR_CLASSES,
+    allocatable_changed,
+    claim_spec,
+    driver_of,
+    memory_selector,
+)
 from reconcilers.model.delivery import Delivery, delivery
 from reconcilers.model.pods import index_model_pods, model_pods
 from reconcilers.model.prefetch import ensure_prefetch
@@ -86,6 +93,9 @@ def _claims_condition(ctx: Context, namespace: str, model: ModelSpec) -> Conditi
         found = [p.message for p in problems if p.reason == reason]
         if found:
             return Condition(ACCELERATOR_READY, False, reason, "; ".join(found))
+    short = claim_shortfalls(ctx.cache, namespace, model)
+    if short:
+        return Condition(ACCELERATOR_READY, False, c.UNSATISFIABLE_REQUEST, "; ".join(short))
     names = ", ".join(c.template_name or c.claim_name or "" for c in model.gpu.claims)
     per_pod = (
         f"{demand.total} device(s) per pod"
@@ -112,7 +122,7 @@ def _device_plugin_condition(
     if served_by is None:
         managed_class = _managed_class(ctx, model, classes, resource)
         if managed_class is not None:
-            return _managed_condition(ctx, managed_class, count, resource, classes)
+            return _managed_condition(ctx, model, managed_class, count, resource, classes)
         return Condition(
             ACCELERATOR_READY,
             True,
@@ -152,13 +162,28 @@ def _managed_class(
 
 
 def _managed_condition(
-    ctx: Context, device_class: str, count: int, resource: str, classes: dict[str, Obj]
+    ctx: Context,
+    model: ModelSpec,
+    device_class: str,
+    count: int,
+    resource: str,
+    classes: dict[str, Obj],
 ) -> Condition:
     demand = dra.DeviceDemand(count, {device_class: count}, minimum_by_class={device_class: count})
     problems = dra.capacity_problems(demand, classes, resource_slices(ctx.cache))
     insufficient = [p.message for p in problems if p.reason == c.INSUFFICIENT_DEVICES]
     if insufficient:
         return Condition(ACCELERATOR_READY, False, c.INSUFFICIENT_DEVICES, "; ".join(insufficient))
+    memory = memory_selector(model, driver_of(classes[device_class], device_class))
+    spec = claim_spec(device_class, count, (memory,) if memory else ())
+    found = selectors.devices(resource_slices(ctx.cache))
+    short = explain.shortfalls(
+        "the ResourceClaimTemplate made for each service", spec, classes, found
+    )
+    if short:
+        return Condition(
+            ACCELERATOR_READY, False, c.UNSATISFIABLE_REQUEST, "; ".join(x.message for x in short)
+        )
     return Condition(
         ACCELERATOR_READY,
         True,

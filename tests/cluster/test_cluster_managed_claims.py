@@ -122,7 +122,24 @@ def test_the_scheduler_allocates_the_template_made_for_a_model_without_claims(
     )
 
 
-def test_a_memory_no_published_device_has_is_never_allocated(
+def condition_of(cluster: KubeCluster, path: str, kind: str, reason: str) -> Obj:
+    def found() -> Obj | None:
+        for c in ((get(cluster, path) or {}).get("status") or {}).get("conditions") or []:
+            if c.get("type") == kind and c.get("reason") == reason:
+                return dict(c)
+        return None
+
+    return wait_for(found, f"{kind} {reason} on {path}", cluster)
+
+
+WHY = (
+    "0 of 8 device(s) of DeviceClass 'gpu.nvidia.com' match "
+    'device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("96Gi")) >= 0 '
+    "(one pod needs 2); published: 8 x NVIDIA H100 80GB HBM3, 80Gi"
+)
+
+
+def test_a_memory_no_published_device_has_is_never_allocated_and_says_why(
     kube_cluster: KubeCluster, chart_controller: ControllerProcess, namespace: str
 ) -> None:
     apply_yaml(kube_cluster, manifests("96Gi"), namespace)
@@ -130,4 +147,59 @@ def test_a_memory_no_published_device_has_is_never_allocated(
     pod = service_pod(kube_cluster, namespace, bound=False)
     assert pod["spec"]["resourceClaims"] == [{"name": "gpus", "resourceClaimTemplateName": name}]
     assert not pod["spec"].get("nodeName")
+    # The scheduler says "cannot allocate all claims"; the service and the Model say
+    # which request and selector, and what the slices offer instead.
+    group = f"/apis/inference.llmkube.dev/v1alpha1/namespaces/{namespace}"
+    workload = condition_of(
+        kube_cluster, f"{group}/inferenceservices/chat", "WorkloadReady", "Unschedulable"
+    )
+    assert "cannot allocate all claims" in workload["message"], workload
+    assert f"ResourceClaimTemplate {name} request 'gpu': {WHY}" in workload["message"], workload
+    model = condition_of(
+        kube_cluster, f"{group}/models/qwen", "AcceleratorReady", "UnsatisfiableRequest"
+    )
+    assert WHY in model["message"], model
     assert chart_controller.api_errors(namespace) == []
+
+
+def test_a_users_template_no_device_satisfies_is_named_on_the_model(
+    kube_cluster: KubeCluster, chart_controller: ControllerProcess, namespace: str
+) -> None:
+    apply_yaml(
+        kube_cluster,
+        """
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: ada-gpus}
+spec:
+  spec:
+    devices:
+      requests:
+        - name: gpu
+          exactly:
+            deviceClassName: gpu.nvidia.com
+            count: 1
+            selectors:
+              - cel: {expression: 'device.attributes["gpu.nvidia.com"].architecture == "Ada"'}
+---
+apiVersion: inference.llmkube.dev/v1alpha1
+kind: Model
+metadata: {name: ada}
+spec:
+  source: Qwen/Qwen3-8B
+  format: safetensors
+  hardware:
+    accelerator: cuda
+    gpu:
+      enabled: true
+      resourceClaims: [{name: gpu, resourceClaimTemplateName: ada-gpus}]
+""",
+        namespace,
+    )
+    path = f"/apis/inference.llmkube.dev/v1alpha1/namespaces/{namespace}/models/ada"
+    model = condition_of(kube_cluster, path, "AcceleratorReady", "UnsatisfiableRequest")
+    assert model["message"] == (
+        "ResourceClaimTemplate ada-gpus request 'gpu': 0 of 8 device(s) of DeviceClass "
+        '\'gpu.nvidia.com\' match device.attributes["gpu.nvidia.com"].architecture == "Ada" '
+        "(one pod needs 1); published: 8 x NVIDIA H100 80GB HBM3, 80Gi"
+    ), model
