@@ -285,6 +285,14 @@ def _add_run_flags(run: argparse.ArgumentParser) -> None:
         help="the shared cache PVC's access mode (a perService cache is ReadWriteOnce)",
     )
     run.add_argument(
+        "--enable-pyrra-slo",
+        action="store_true",
+        default=_env("ENABLE_PYRRA_SLO", "false") == "true",
+        help="make a Pyrra ServiceLevelObjective for each InferenceService that sets "
+        "spec.slo (LLMKube's flag; needs Pyrra's CRD; default off: spec.slo is reported "
+        "on SLOReady, IntegrationDisabled)",
+    )
+    run.add_argument(
         "--webhook-port",
         type=int,
         default=int(_env("WEBHOOK_PORT", "0")),
@@ -377,6 +385,7 @@ def manager_for(client: KubeClient, args: argparse.Namespace) -> Manager:
         default_fs_group=args.default_fsgroup,
         hf_endpoint=args.hf_endpoint,
         runtime_images=args.runtime_images,
+        pyrra_slo=args.enable_pyrra_slo,
     )
     manager = Manager(client, config, reconcilers=reconcilers(settings))
     bind_domain_metrics(manager)

@@ -52,9 +52,15 @@ class StatusWriter:
         self._written.pop(uid, None)
 
     async def write(
-        self, rt: ResourceType, obj: Obj, fields: Obj, conditions: list[Condition]
+        self,
+        rt: ResourceType,
+        obj: Obj,
+        fields: Obj,
+        conditions: list[Condition],
+        cleared: tuple[str, ...] = (),
     ) -> bool:
-        """Set status to fields + conditions; True if anything was written."""
+        """Set status to fields + conditions; True if anything was written. `cleared`:
+        condition types to take off (kept otherwise, as others' conditions are)."""
         meta = obj["metadata"]
         generation = int(meta.get("generation") or 0)
         current: Obj = obj.get("status") or {}
@@ -62,13 +68,14 @@ class StatusWriter:
         if memo is not None and memo[0] > _rv(obj):
             current = memo[1]  # the cache has not seen our last write yet
         old_conditions = current.get("conditions") or []
+        kept = [c for c in old_conditions if not (isinstance(c, dict) and c.get("type") in cleared)]
         unserved = fields_condition(rt.kind, obj, old_conditions)
         if unserved is not None:
             conditions = [*conditions, unserved]
         status = {
             **_prune(fields),
             "observedGeneration": generation,
-            "conditions": merge_conditions(old_conditions, conditions, generation),
+            "conditions": merge_conditions(kept, conditions, generation),
         }
         if _same(status, current):
             return False
