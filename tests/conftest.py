@@ -404,8 +404,9 @@ def namespace(kube_cluster: KubeCluster, request: pytest.FixtureRequest) -> Iter
 
 
 # The chart as the cluster tier installs it: defaults, less the webhook (its certificate
-# comes from cert-manager, which this cluster does not run).
-CLUSTER_CHART_VALUES: Obj = {"webhook": {"enabled": False}}
+# comes from cert-manager, which this cluster does not run), with the Pyrra switch on
+# (spec.slo: test_cluster_slo_and_gateway.py; no other test sets it).
+CLUSTER_CHART_VALUES: Obj = {"webhook": {"enabled": False}, "pyrra": {"enabled": True}}
 
 
 @pytest.fixture(scope="session")
