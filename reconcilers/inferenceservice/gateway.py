@@ -146,7 +146,7 @@ async def ensure_gateway(
 ) -> Integration:
     gateway = service.gateway
     if gateway is None or not gateway.enabled:
-        if has_condition(isvc, c.GATEWAY_READY):
+        if has_condition(ctx, isvc, c.GATEWAY_READY):
             await remove_gateway_objects(ctx, served, isvc)
         return Integration(cleared=(c.GATEWAY_READY,))
     model = model_name(service, gateway)

@@ -150,7 +150,7 @@ async def ensure_slo(
     if slo is None:
         # Ours may exist only where we said so on the status; without the switch the
         # controller has no access to Pyrra's objects (the chart grants none).
-        ours = has_condition(isvc, c.SLO_READY) and ctx.settings.pyrra_slo
+        ours = has_condition(ctx, isvc, c.SLO_READY) and ctx.settings.pyrra_slo
         if ours and not await served.missing([PYRRA_SLO]):
             await remove_slos(ctx, isvc)
         return Integration(cleared=(c.SLO_READY,))

@@ -51,6 +51,15 @@ class StatusWriter:
     def forget(self, uid: str) -> None:
         self._written.pop(uid, None)
 
+    def current(self, obj: Obj) -> Obj:
+        """obj's status as it stands: what we last wrote while the cache lags behind it."""
+        meta = obj.get("metadata") or {}
+        memo = self._written.get(meta.get("uid", ""))
+        if memo is not None and memo[0] > _rv(obj):
+            return memo[1]
+        status: Obj = obj.get("status") or {}
+        return status
+
     async def write(
         self,
         rt: ResourceType,
@@ -63,10 +72,7 @@ class StatusWriter:
         condition types to take off (kept otherwise, as others' conditions are)."""
         meta = obj["metadata"]
         generation = int(meta.get("generation") or 0)
-        current: Obj = obj.get("status") or {}
-        memo = self._written.get(meta.get("uid", ""))
-        if memo is not None and memo[0] > _rv(obj):
-            current = memo[1]  # the cache has not seen our last write yet
+        current = self.current(obj)
         old_conditions = current.get("conditions") or []
         kept = [c for c in old_conditions if not (isinstance(c, dict) and c.get("type") in cleared)]
         unserved = fields_condition(rt.kind, obj, old_conditions)
