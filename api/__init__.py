@@ -18,6 +18,7 @@ from .inferenceservice import (
     parse_inference_service,
     rule_errors,
 )
+from .integrations import GatewayExposure, ServiceLevelObjective
 from .model import ClaimRef, GPUSpec, ModelSpec, gpu_count, has_gpu, parse_model
 
 __all__ = [
@@ -26,6 +27,7 @@ __all__ = [
     "GPUQuotaSpec",
     "GPUSharing",
     "GPUSpec",
+    "GatewayExposure",
     "InferenceServiceSpec",
     "InvalidSpec",
     "LabelSelector",
@@ -34,6 +36,7 @@ __all__ = [
     "MultiNodeMember",
     "PodSettings",
     "RuntimeSettings",
+    "ServiceLevelObjective",
     "gpu_count",
     "has_gpu",
     "parse_gpu_quota",

@@ -81,3 +81,17 @@ PREFETCH_RUNNING = "PrefetchRunning"
 PREFETCH_COMPLETE = "PrefetchComplete"
 PREFETCH_FAILED = "PrefetchFailed"
 PREFETCH_NEEDS_CACHE = "PrefetchNeedsSharedCache"
+
+# spec.slo: the Pyrra ServiceLevelObjective (LLMKube's condition and reasons).
+SLO_READY = "SLOReady"
+SLO_CREATED = "SLOCreated"
+INTEGRATION_DISABLED = "IntegrationDisabled"  # spec.slo set, --enable-pyrra-slo off
+PYRRA_NOT_INSTALLED = "PyrraNotInstalled"
+INDICATOR_UNSUPPORTED = "IndicatorUnsupportedForRuntime"
+RECONCILE_FAILED = "ReconcileFailed"  # the apiserver refused our object
+# spec.endpoint.gateway: the Envoy AI Gateway route (LLMKube's condition and reasons).
+GATEWAY_READY = "GatewayReady"
+EXPOSED = "Exposed"
+GATEWAY_CRDS_NOT_INSTALLED = "GatewayCRDsNotInstalled"
+# Both (ours): an object of the name we would write exists and is not the service's.
+OBJECT_NOT_OWNED = "ObjectNotOwned"

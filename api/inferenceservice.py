@@ -13,12 +13,19 @@ from typing import Any
 from .autoscaling import Autoscaling, parse_autoscaling
 from .common import CONDITIONS, ENV, LABELS, LOCAL_REF, SECRET_KEY_REF, TOLERATIONS
 from .errors import InvalidSpec
+from .integrations import (
+    GATEWAY,
+    SLO,
+    GatewayExposure,
+    ServiceLevelObjective,
+    parse_gateway,
+    parse_slo,
+)
 from .model import MAX_GPU_COUNT, ModelSpec
 from .podfields import ROPE_FACTOR_PATTERN, ROPE_TYPES, PodFields, parse_pod_fields
 from .schema import (
     Array,
     Bool,
-    Free,
     Int,
     Num,
     Object,
@@ -172,13 +179,7 @@ SPEC = Object(
                 "path": Str(pattern=r"^/"),
                 "type": Str(enum=SERVICE_TYPES, default="ClusterIP"),
                 "nodePort": Int(minimum=30000, maximum=32767),
-                "gateway": Object(
-                    fields={
-                        "enabled": Bool(),
-                        "gatewayRef": Object(fields={"name": Str(), "namespace": Str()}),
-                        "modelName": Str(),
-                    }
-                ),
+                "gateway": GATEWAY,
             }
         ),
         "resources": Object(
@@ -298,15 +299,7 @@ SPEC = Object(
                 "force": Bool(),
             }
         ),
-        "slo": Object(
-            fields={
-                "name": Str(),
-                "objective": Free(),
-                "window": Str(default="28d"),
-                "indicator": Str(enum=("availability", "latency")),
-                "latencyThreshold": Str(),
-            }
-        ),
+        "slo": SLO,
         "maxPodLifetimeSeconds": Int(minimum=0, fmt="int64"),
         "maxPodLifetimeIdleTimeoutSeconds": Int(minimum=0, fmt="int64"),
         "multiNode": Object(
@@ -616,6 +609,8 @@ class InferenceServiceSpec:
     cache_claim: str | None = None
     # <runtime>Config.hfTokenSecretRef: (Secret, key) that HF_TOKEN comes from.
     hf_token: tuple[str, str] | None = None
+    slo: ServiceLevelObjective | None = None  # a Pyrra ServiceLevelObjective
+    gateway: GatewayExposure | None = None  # the Envoy AI Gateway route
 
     @property
     def served(self) -> bool:
@@ -794,6 +789,8 @@ def parse_inference_service(spec: Any) -> InferenceServiceSpec:
         autoscaling=autoscaling,
         fields=fields,
         priority=data.get("priority", "normal"),
+        slo=parse_slo(data),
+        gateway=parse_gateway(data),
     )
 
 

@@ -45,7 +45,6 @@ ONLY_FOR_RUNTIMES: Mapping[str, tuple[str, ...]] = {
 }
 
 INFERENCE_SERVICE: Mapping[str, object] = {
-    "endpoint.gateway": None,
     "resources.gpuMemory": None,
     "evictionProtection": None,
     "cacheTypeCustomK": None,
@@ -57,7 +56,6 @@ INFERENCE_SERVICE: Mapping[str, object] = {
     "pagedSSDCacheMaxSize": None,
     "personaPlexConfig": None,
     "rolloutPolicy": None,
-    "slo": None,
     "maxPodLifetimeIdleTimeoutSeconds": None,
     "multiNode.rdmaResource": None,
     "multiNode.ibGIDIndex": None,

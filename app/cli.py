@@ -318,6 +318,14 @@ def _add_run_flags(run: argparse.ArgumentParser) -> None:
         help="the shared cache PVC's access mode (a perService cache is ReadWriteOnce)",
     )
     run.add_argument(
+        "--enable-pyrra-slo",
+        action="store_true",
+        default=_env("ENABLE_PYRRA_SLO", "false") == "true",
+        help="make a Pyrra ServiceLevelObjective for each InferenceService that sets "
+        "spec.slo (LLMKube's flag; needs Pyrra's CRD; default off: spec.slo is reported "
+        "on SLOReady, IntegrationDisabled)",
+    )
+    run.add_argument(
         "--webhook-port",
         type=int,
         default=int(_env("WEBHOOK_PORT", "0")),
@@ -412,6 +420,7 @@ def manager_for(client: KubeClient, args: argparse.Namespace) -> Manager:
         runtime_images=args.runtime_images,
         managed_claims=args.managed_dra_claims,
         dra_device_class=args.dra_device_class or None,
+        pyrra_slo=args.enable_pyrra_slo,
     )
     manager = Manager(client, config, reconcilers=reconcilers(settings))
     bind_domain_metrics(manager)

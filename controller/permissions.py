@@ -54,9 +54,24 @@ CLUSTER_RULES: tuple[PolicyRule, ...] = (
     PolicyRule("", ("namespaces",), READ),
     # spec.prefetch: the Model's loader Job (watched: its status is the Prefetch condition).
     PolicyRule("batch", ("jobs",), (*READ, "create", "patch")),
+    # spec.endpoint.gateway: the route's Backend, AIServiceBackend and AIGatewayRoute,
+    # applied (not watched: their CRDs may be absent), removed when disabled.
+    PolicyRule("gateway.envoyproxy.io", ("backends",), ("get", "create", "patch", "delete")),
+    PolicyRule(
+        "aigateway.envoyproxy.io",
+        ("aiservicebackends", "aigatewayroutes"),
+        ("get", "create", "patch", "delete"),
+    ),
     # The model cache PVC: created once, never read or changed (chart: only with
     # modelCache.enabled).
     PolicyRule("", ("persistentvolumeclaims",), ("create",)),
+)
+# With --enable-pyrra-slo (chart pyrra.enabled) only: spec.slo's ServiceLevelObjectives,
+# listed by label to remove the stale ones (renamed, indicator switched, slo cleared).
+PYRRA_RULES: tuple[PolicyRule, ...] = (
+    PolicyRule(
+        "pyrra.dev", ("servicelevelobjectives",), ("get", "list", "create", "patch", "delete")
+    ),
 )
 # In the controller's own namespace, for leader election only.
 LEADER_ELECTION_RULES: tuple[PolicyRule, ...] = (

@@ -17,6 +17,9 @@ families, ours):
 - `llmkube_inferenceservice_phase{inferenceservice,namespace,phase}`: 1 for the one phase
 - `llmkube_inferenceservice_info{inferenceservice,namespace,accelerator,runtime}`: 1
 - `llmkube_inferenceservice_replicas{inferenceservice,namespace,state=ready|desired}`
+- `llmkube_inferenceservice_ready{inferenceservice,namespace}`: 1 while the service's
+  Ready condition is True, else 0, for every service; ours (the availability indicator
+  of spec.slo's ServiceLevelObjective reads it)
 - `llmkube_gpu_queue_depth{namespace}`: services in phase WaitingForGPU, 0 for every
   namespace that has services
 - `llmkube_inferenceservice_devices{inferenceservice,namespace,state=allocated|expected}`:
@@ -44,6 +47,7 @@ REPLICA_STATES = ("ready", "desired")
 WAITING_FOR_GPU = "WaitingForGPU"
 ISVC = ("inferenceservice", "namespace")
 QUOTA = ("gpuquota", "namespace")
+READY_METRIC = "llmkube_inferenceservice_ready"
 # The old name of llmkube_gpuquota_used_gpus, still exported (same samples) for one release.
 DEPRECATED_USED = "llmkube_gpuquota_used_gpu_count"
 
@@ -83,6 +87,15 @@ def _products(allocation: Mapping[str, Any]) -> Counter[str]:
             if isinstance(device, Mapping):
                 found[str(device.get("productName") or "unknown")] += 1
     return found
+
+
+def _ready(status: Any) -> bool:
+    """The status's Ready condition is True."""
+    conditions = _get(status, "conditions")
+    return isinstance(conditions, list) and any(
+        isinstance(c, Mapping) and c.get("type") == "Ready" and c.get("status") == "True"
+        for c in conditions
+    )
 
 
 def _key(obj: Obj) -> tuple[str, str]:
@@ -153,6 +166,11 @@ class DomainCollector(Collector):
                 "InferenceService replica counts. Use the state label: ready, desired.",
                 (*ISVC, "state"),
             ),
+            "ready": gauge(
+                READY_METRIC,
+                "1 while the InferenceService's Ready condition is True, else 0.",
+                ISVC,
+            ),
             "queue": gauge(
                 "llmkube_gpu_queue_depth",
                 "Number of InferenceServices waiting for GPU resources, per namespace.",
@@ -214,6 +232,7 @@ class DomainCollector(Collector):
             families["replicas"].add_metric(
                 [name, ns, "desired"], _number(_get(status, "desiredReplicas"))
             )
+            families["ready"].add_metric([name, ns], 1.0 if _ready(status) else 0.0)
             allocation = _get(status, "allocation")
             if isinstance(allocation, Mapping):
                 for state in DEVICE_STATES:

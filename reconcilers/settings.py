@@ -51,3 +51,6 @@ class Settings:
     # LLMKUBE_RUNTIME_IMAGES (chart runtimeImages): images over the pins, per runtime and
     # accelerator variant (runtimes/images.py).
     runtime_images: Overrides = field(default_factory=lambda: NO_OVERRIDES)
+    # --enable-pyrra-slo (chart pyrra.enabled): spec.slo becomes a Pyrra
+    # ServiceLevelObjective (reconcilers/inferenceservice/slo.py); off, it is reported.
+    pyrra_slo: bool = False

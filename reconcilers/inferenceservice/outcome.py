@@ -15,6 +15,7 @@ from objtypes import Obj
 from reconcilers.context import Context
 from reconcilers.devices.lookup import allocation_status
 from reconcilers.inferenceservice.ensure import Applied
+from reconcilers.inferenceservice.integrations import Integration
 from reconcilers.inferenceservice.plan import Plan
 from reconcilers.inferenceservice.pods import (
     has_workload,
@@ -42,6 +43,7 @@ WORKLOAD_STATUS_KEYS = (
     "model",
     "runtime",
     "mode",
+    "gateway",
 )
 
 
@@ -129,7 +131,9 @@ async def write_served(
     model: ModelSpec,
     plan: Plan,
     applied: Applied,
+    integrations: tuple[Integration, ...] = (),
 ) -> None:
+    """`integrations`: what spec.slo and spec.endpoint.gateway add (integrations.py)."""
     ns, name = object_key(isvc)
     pods = live_pods(service_pods(ctx.cache, isvc))
     restarts, ended = runtime_restarts(pods, CONTAINER)
@@ -174,4 +178,9 @@ async def write_served(
         ),
         **extra,
     }
-    await ctx.status.write(INFERENCE_SERVICE, isvc, fields, [*plan.conditions, *workload])
+    added = [cond for i in integrations for cond in i.conditions]
+    for i in integrations:
+        fields.update(i.status)
+    cleared = tuple(t for i in integrations for t in i.cleared)
+    conditions = [*plan.conditions, *workload, *added]
+    await ctx.status.write(INFERENCE_SERVICE, isvc, fields, conditions, cleared)

@@ -58,7 +58,10 @@ from reconcilers.context import Context
 from reconcilers.devices.claims import missing_claims, names_claim
 from reconcilers.devices.lookup import index_slices
 from reconcilers.devices.managed import ManagedClaims, Refused, allocatable_changed
+from reconcilers.discovery import ServedTypes
 from reconcilers.inferenceservice.ensure import apply
+from reconcilers.inferenceservice.gateway import ensure_gateway
+from reconcilers.inferenceservice.integrations import RECHECK
 from reconcilers.inferenceservice.outcome import (
     write_blocked,
     write_refused,
@@ -68,6 +71,7 @@ from reconcilers.inferenceservice.plan import observe, observe_managed, plan
 from reconcilers.inferenceservice.pod_lifetime import recycle_expired
 from reconcilers.inferenceservice.pods import has_workload, index_pods
 from reconcilers.inferenceservice.predicates import deployment_status, read_changed
+from reconcilers.inferenceservice.slo import ensure_slo
 from reconcilers.opening import open_object
 from reconcilers.ownership import MANAGED_BY, MANAGER, SERVICE_LABEL
 from reconcilers.quota.index import admission_changes
@@ -91,6 +95,8 @@ class InferenceServiceReconciler:
         self.claims = ClaimMaker()  # the model cache claims made by this controller run
         index_pods(ctx.cache)  # its pods by the service label, kept from the first event on
         index_slices(ctx.cache)  # allocated devices' product and memory, by driver/pool
+        # Pyrra's and the AI Gateway's types, which the cluster may not serve (discovery).
+        self.served = ServedTypes(ctx.client)
 
     @property
     def primary(self) -> ResourceType:
@@ -319,8 +325,16 @@ class InferenceServiceReconciler:
             await write_refused(self.ctx, isvc, decided)
             return Result()
         applied = await apply(self.ctx, isvc, service, model, decided, self.claims)
-        await write_served(self.ctx, isvc, service, model, decided, applied)
+        # spec.slo and spec.endpoint.gateway: conditions of their own, never a failure.
+        integrations = (
+            await ensure_slo(self.ctx, self.served, isvc, service),
+            await ensure_gateway(self.ctx, self.served, isvc, service),
+        )
+        await write_served(self.ctx, isvc, service, model, decided, applied, integrations)
         if applied.conflict is not None:
             return Result(requeue_after=NOT_OWNED_RECHECK)
         # maxPodLifetimeSeconds: the next pod to recycle, if any.
-        return Result(requeue_after=await recycle_expired(self.ctx, isvc, service, time.time()))
+        after = await recycle_expired(self.ctx, isvc, service, time.time())
+        if any(i.recheck for i in integrations):
+            after = min(after, RECHECK) if after > 0 else RECHECK
+        return Result(requeue_after=after)

@@ -51,24 +51,37 @@ class StatusWriter:
     def forget(self, uid: str) -> None:
         self._written.pop(uid, None)
 
-    async def write(
-        self, rt: ResourceType, obj: Obj, fields: Obj, conditions: list[Condition]
-    ) -> bool:
-        """Set status to fields + conditions; True if anything was written."""
-        meta = obj["metadata"]
-        generation = int(meta.get("generation") or 0)
-        current: Obj = obj.get("status") or {}
+    def current(self, obj: Obj) -> Obj:
+        """obj's status as it stands: what we last wrote while the cache lags behind it."""
+        meta = obj.get("metadata") or {}
         memo = self._written.get(meta.get("uid", ""))
         if memo is not None and memo[0] > _rv(obj):
-            current = memo[1]  # the cache has not seen our last write yet
+            return memo[1]
+        status: Obj = obj.get("status") or {}
+        return status
+
+    async def write(
+        self,
+        rt: ResourceType,
+        obj: Obj,
+        fields: Obj,
+        conditions: list[Condition],
+        cleared: tuple[str, ...] = (),
+    ) -> bool:
+        """Set status to fields + conditions; True if anything was written. `cleared`:
+        condition types to take off (kept otherwise, as others' conditions are)."""
+        meta = obj["metadata"]
+        generation = int(meta.get("generation") or 0)
+        current = self.current(obj)
         old_conditions = current.get("conditions") or []
+        kept = [c for c in old_conditions if not (isinstance(c, dict) and c.get("type") in cleared)]
         unserved = fields_condition(rt.kind, obj, old_conditions)
         if unserved is not None:
             conditions = [*conditions, unserved]
         status = {
             **_prune(fields),
             "observedGeneration": generation,
-            "conditions": merge_conditions(old_conditions, conditions, generation),
+            "conditions": merge_conditions(kept, conditions, generation),
         }
         if _same(status, current):
             return False

@@ -170,8 +170,9 @@ def node_requirements() -> tuple[list[str], str]:
 
 
 # The chart as the cluster tier installs it: defaults, less the webhook (its certificate
-# comes from cert-manager, which this cluster does not run).
-CLUSTER_CHART_VALUES: Obj = {"webhook": {"enabled": False}}
+# comes from cert-manager, which this cluster does not run), with the Pyrra switch on
+# (spec.slo: tests/cluster/test_cluster_slo_and_gateway.py; no other test sets it).
+CLUSTER_CHART_VALUES: Obj = {"webhook": {"enabled": False}, "pyrra": {"enabled": True}}
 
 
 def run_chart_controller(cluster: KubeCluster, directory: Path) -> ControllerProcess:

@@ -101,6 +101,17 @@ CASES: list[tuple[Object, Obj]] = [
         inferenceservice.SPEC,
         {"modelRef": "m", "runtime": "vllm", "cacheTypeV": "q4_0", "flashAttention": False},
     ),
+    (inferenceservice.SPEC, {"modelRef": "m", "slo": {"objective": "49.9"}}),
+    (inferenceservice.SPEC, {"modelRef": "m", "slo": {"objective": "99.9991"}}),
+    (inferenceservice.SPEC, {"modelRef": "m", "slo": {"objective": "99.999"}}),
+    (inferenceservice.SPEC, {"modelRef": "m", "slo": {"objective": "95", "indicator": "latency"}}),
+    (
+        inferenceservice.SPEC,
+        {
+            "modelRef": "m",
+            "slo": {"objective": "95", "indicator": "latency", "latencyThreshold": "2"},
+        },
+    ),
     (gpuquota.SPEC, {"gpuCount": 1}),
     (gpuquota.SPEC, {"gpuCount": 1, "namespaceRef": "a"}),
     (gpuquota.SPEC, {"gpuCount": 1, "selector": {}}),
