@@ -103,13 +103,13 @@ async def test_service_condition_and_one_warning_then_true_when_removed(
     kube: KubeClient, controller: Manager
 ) -> None:
     await apply_text(kube, CPU_MODEL)
-    extra = "  rolloutPolicy: {force: true}\n  slo: {name: chat}"
+    extra = "  evictionProtection: true\n  slo: {name: chat}"
     await apply_text(kube, isvc_yaml("s", "m", "vllm", extra))
     obj = await fields_served(kube, INFERENCE_SERVICE, "s", "False")
     found = condition(obj, "FieldsServed")
     assert found is not None
     assert found["reason"] == "FieldsNotServed"
-    assert found["message"].endswith("spec.rolloutPolicy, spec.slo")
+    assert found["message"].endswith("spec.evictionProtection, spec.slo")
     # The rest of the spec is served as if the fields were absent.
     assert condition(obj, "RuntimeConfigured")["status"] == "True"  # type: ignore[index]
 
@@ -119,7 +119,7 @@ async def test_service_condition_and_one_warning_then_true_when_removed(
 
     events = await eventually(one_warning, what="the FieldsNotServed Event")
     assert len(events) == 1 and events[0]["type"] == "Warning"
-    assert "spec.rolloutPolicy, spec.slo" in events[0]["message"]
+    assert "spec.evictionProtection, spec.slo" in events[0]["message"]
 
     await reapply(kube, isvc_yaml("s", "m", "vllm"))
     obj = await fields_served(kube, INFERENCE_SERVICE, "s", "True")

@@ -4,14 +4,16 @@ A Deployment (or, for multiNode, one pinned Pod per member and their headless Se
 a Service, the HorizontalPodAutoscaler and the PodDisruptionBudget, owned by the
 InferenceService so that deleting it cleans them up; first the model cache claim the
 pods mount (created once, never applied). An object of the same name that the service
-does not own is never taken over: `Applied.conflict` says so.
+does not own is never taken over: `Applied.conflict` says so. A change of the
+Deployment's pod template passes spec.rolloutPolicy first (rollout.py), which may hold it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from api import InferenceServiceSpec, ModelSpec
+from api import conditions as c
 from controller.resources import DEPLOYMENT, POD, SERVICE, object_key
 from objtypes import Obj
 from reconcilers.context import Context
@@ -20,6 +22,7 @@ from reconcilers.inferenceservice.autoscaling import ensure_autoscaler
 from reconcilers.inferenceservice.disruption import ensure_budget, protected
 from reconcilers.inferenceservice.plan import CLAIMED_ANNOTATION, Plan
 from reconcilers.inferenceservice.pods import owned_pods, pod_ready, unschedulable
+from reconcilers.inferenceservice.rollout import Gate, gate, record_template, unheld
 from reconcilers.inferenceservice.scope import Scope
 from reconcilers.inferenceservice.workload import (
     build_deployment,
@@ -29,7 +32,8 @@ from reconcilers.inferenceservice.workload import (
 )
 from reconcilers.pod_security import restricted_namespace
 from reconcilers.sources.cache_claim import ClaimMaker
-from reconcilers.writes.apply import NotOwned, ensure, replace_pod_if_changed
+from reconcilers.writes.apply import NotOwned, ensure, owned_by, replace_pod_if_changed
+from reconcilers.writes.conditions import Condition, find
 
 
 @dataclass(frozen=True)
@@ -38,6 +42,7 @@ class Applied:
     running: int = 0
     pending: str = ""  # the scheduler's word on a pending pod
     conflict: str | None = None  # an object in the way that the service does not own
+    rollout: Gate = field(default_factory=Gate)  # what spec.rolloutPolicy decided
 
 
 async def apply(
@@ -47,7 +52,9 @@ async def apply(
     model: ModelSpec,
     plan: Plan,
     claims: ClaimMaker,
+    now: float,
 ) -> Applied:
+    """now: wall-clock seconds (a held rollout's timeout runs on them)."""
     uid = isvc["metadata"]["uid"]
     try:
         # The cache claim first: the pods mount it (create only; never changed).
@@ -55,7 +62,7 @@ async def apply(
         if service.multi_node is not None:
             applied = await _members(ctx, isvc, service, model, plan)
         else:
-            applied = await _deployment(ctx, isvc, service, model, plan)
+            applied = await _deployment(ctx, isvc, service, model, plan, now)
         await ensure(
             ctx.client,
             ctx.cache,
@@ -102,7 +109,12 @@ def scope_of(
 
 
 async def _deployment(
-    ctx: Context, isvc: Obj, service: InferenceServiceSpec, model: ModelSpec, plan: Plan
+    ctx: Context,
+    isvc: Obj,
+    service: InferenceServiceSpec,
+    model: ModelSpec,
+    plan: Plan,
+    now: float,
 ) -> Applied:
     desired = build_deployment(scope_of(ctx, isvc, service, model, plan), plan.admitted)
     if plan.claimed is not None:
@@ -110,11 +122,23 @@ async def _deployment(
         annotations[CLAIMED_ANNOTATION] = str(plan.claimed)
     if plan.queue is not None:
         label_workload(desired, plan.queue)
-    live = await ensure(ctx.client, ctx.cache, DEPLOYMENT, desired, isvc["metadata"]["uid"])
+    record_template(desired, service.runtime)
+    ns, name = object_key(isvc)
+    uid = isvc["metadata"]["uid"]
+    current = ctx.cache.get(DEPLOYMENT, ns, name)
+    if current is not None and not owned_by(current, uid):
+        raise NotOwned(DEPLOYMENT, name)
+    decided, wanted = await gate(
+        ctx.cache, isvc, service, desired, current, now, (CLAIMED_ANNOTATION,)
+    )
+    if wanted is None and current is not None:
+        live = current  # held, and the template it runs is not known: left as it is
+    else:
+        live = await ensure(ctx.client, ctx.cache, DEPLOYMENT, wanted or desired, uid)
     status = live.get("status") or {}
     ready = int(status.get("readyReplicas") or 0)
     running = int(status.get("replicas") or 0)
-    return Applied(ready, running, unschedulable(ctx.cache, isvc))
+    return Applied(ready, running, unschedulable(ctx.cache, isvc), rollout=decided)
 
 
 async def _members(
@@ -134,4 +158,22 @@ async def _members(
         if live["metadata"]["name"] not in wanted:
             await ctx.client.delete(POD, ns, live["metadata"]["name"])
     group = 1 if pods else 0
-    return Applied(group if ready == len(pods) else 0, group, unschedulable(ctx.cache, isvc))
+    return Applied(
+        group if ready == len(pods) else 0,
+        group,
+        unschedulable(ctx.cache, isvc),
+        rollout=_members_rollout(isvc, service),
+    )
+
+
+def _members_rollout(isvc: Obj, service: InferenceServiceSpec) -> Gate:
+    """multiNode member pods are replaced without an idle check: the condition says so."""
+    policy = service.fields.rollout
+    if not policy.holds:
+        previous = find((isvc.get("status") or {}).get("conditions") or [], c.ROLLOUT_DEFERRED)
+        return Gate(False, unheld(previous, policy))
+    message = (
+        "spec.multiNode: member pods are replaced without an idle check (rolloutPolicy "
+        "holds a Deployment's pod template)"
+    )
+    return Gate(False, Condition(c.ROLLOUT_DEFERRED, False, c.IDLE_CHECK_UNSUPPORTED, message))

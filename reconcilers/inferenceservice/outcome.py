@@ -164,4 +164,5 @@ async def write_served(
         ),
         **extra,
     }
-    await ctx.status.write(INFERENCE_SERVICE, isvc, fields, [*plan.conditions, *workload])
+    rollout = [applied.rollout.condition] if applied.rollout.condition is not None else []
+    await ctx.status.write(INFERENCE_SERVICE, isvc, fields, [*plan.conditions, *workload, *rollout])

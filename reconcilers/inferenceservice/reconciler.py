@@ -17,7 +17,6 @@ the Kueue path (reconcilers/devices/kueue.py).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -34,6 +33,7 @@ from api import (
 from api import conditions as c
 from api.source import host_path_error
 from api.volumes import host_path_volume_errors
+from controller import clock
 from controller.informer import Event
 from controller.reconcile import Request, Result, Watch
 from controller.resources import (
@@ -63,7 +63,7 @@ from reconcilers.inferenceservice.outcome import (
     write_served,
 )
 from reconcilers.inferenceservice.plan import observe, plan
-from reconcilers.inferenceservice.pod_lifetime import recycle_expired
+from reconcilers.inferenceservice.pod_lifetime import Recycler
 from reconcilers.inferenceservice.pods import has_workload, index_pods
 from reconcilers.inferenceservice.predicates import deployment_status, read_changed
 from reconcilers.opening import open_object
@@ -77,6 +77,12 @@ NOT_OWNED_RECHECK = 60.0
 log = structlog.get_logger("inferenceservice")
 
 
+def earliest(*delays: float) -> float:
+    """The soonest of the requeue delays asked for (0: none asked)."""
+    asked = [d for d in delays if d > 0]
+    return min(asked) if asked else 0.0
+
+
 def _model_ref(isvc: Obj) -> Any:
     return (isvc.get("spec") or {}).get("modelRef")
 
@@ -87,6 +93,7 @@ class InferenceServiceReconciler:
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
         self.claims = ClaimMaker()  # the model cache claims made by this controller run
+        self.recycler = Recycler()  # maxPodLifetimeSeconds, and the pods it waits on
         index_pods(ctx.cache)  # its pods by the service label, kept from the first event on
         index_slices(ctx.cache)  # allocated devices' product and memory, by driver/pool
 
@@ -296,9 +303,11 @@ class InferenceServiceReconciler:
         if decided.refused:
             await write_refused(self.ctx, isvc, decided)
             return Result()
-        applied = await apply(self.ctx, isvc, service, model, decided, self.claims)
+        now = clock.wall()
+        applied = await apply(self.ctx, isvc, service, model, decided, self.claims, now)
         await write_served(self.ctx, isvc, service, model, decided, applied)
         if applied.conflict is not None:
             return Result(requeue_after=NOT_OWNED_RECHECK)
-        # maxPodLifetimeSeconds: the next pod to recycle, if any.
-        return Result(requeue_after=await recycle_expired(self.ctx, isvc, service, time.time()))
+        # maxPodLifetimeSeconds: the next pod to recycle, if any; a held rollout's next look.
+        recycle = await self.recycler.recycle_expired(self.ctx, isvc, service, now)
+        return Result(requeue_after=earliest(recycle, applied.rollout.requeue))
