@@ -22,7 +22,13 @@ from reconcilers.inferenceservice.autoscaling import ensure_autoscaler
 from reconcilers.inferenceservice.disruption import ensure_budget, protected
 from reconcilers.inferenceservice.plan import CLAIMED_ANNOTATION, Plan
 from reconcilers.inferenceservice.pods import owned_pods, pod_ready, unschedulable
-from reconcilers.inferenceservice.rollout import Gate, gate, record_template, unheld
+from reconcilers.inferenceservice.rollout import (
+    Gate,
+    gate,
+    previous_condition,
+    record_template,
+    unheld,
+)
 from reconcilers.inferenceservice.scope import Scope
 from reconcilers.inferenceservice.workload import (
     build_deployment,
@@ -33,7 +39,7 @@ from reconcilers.inferenceservice.workload import (
 from reconcilers.pod_security import restricted_namespace
 from reconcilers.sources.cache_claim import ClaimMaker
 from reconcilers.writes.apply import NotOwned, ensure, owned_by, replace_pod_if_changed
-from reconcilers.writes.conditions import Condition, find
+from reconcilers.writes.conditions import Condition
 
 
 @dataclass(frozen=True)
@@ -128,8 +134,9 @@ async def _deployment(
     current = ctx.cache.get(DEPLOYMENT, ns, name)
     if current is not None and not owned_by(current, uid):
         raise NotOwned(DEPLOYMENT, name)
+    status = ctx.status.latest(isvc)
     decided, wanted = await gate(
-        ctx.cache, isvc, service, desired, current, now, (CLAIMED_ANNOTATION,)
+        ctx.cache, isvc, service, desired, current, now, status, (CLAIMED_ANNOTATION,)
     )
     if wanted is None and current is not None:
         live = current  # held, and the template it runs is not known: left as it is
@@ -162,16 +169,15 @@ async def _members(
         group if ready == len(pods) else 0,
         group,
         unschedulable(ctx.cache, isvc),
-        rollout=_members_rollout(isvc, service),
+        rollout=_members_rollout(ctx.status.latest(isvc), service),
     )
 
 
-def _members_rollout(isvc: Obj, service: InferenceServiceSpec) -> Gate:
+def _members_rollout(status: Obj, service: InferenceServiceSpec) -> Gate:
     """multiNode member pods are replaced without an idle check: the condition says so."""
     policy = service.fields.rollout
     if not policy.holds:
-        previous = find((isvc.get("status") or {}).get("conditions") or [], c.ROLLOUT_DEFERRED)
-        return Gate(False, unheld(previous, policy))
+        return Gate(False, unheld(previous_condition(status), policy))
     message = (
         "spec.multiNode: member pods are replaced without an idle check (rolloutPolicy "
         "holds a Deployment's pod template)"

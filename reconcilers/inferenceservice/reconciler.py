@@ -6,8 +6,10 @@ InferenceService so that deleting it cleans them up. When any step fails, the
 existing workload is left as it is and a condition says why; nothing is deleted.
 
 A reconcile is: validate (here), plan (plan.py: pure, what to run and every
-condition known before writing), apply (apply.py: server-side apply of the
-workload) and status (status.py: status and its Events).
+condition known before writing), apply (ensure.py: server-side apply of the
+workload; a pod-template change passes spec.rolloutPolicy, rollout.py) and status
+(outcome.py: status and its Events), then pod recycling (pod_lifetime.py). It reads
+the wall clock once (controller.clock.wall), for the held rollout and the recycling.
 
 DRA: without a GPU count the runtime is sized from the devices the Model's claims ask
 for (DeviceCount says so, or says both numbers when count disagrees); what DRA

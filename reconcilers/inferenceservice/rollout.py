@@ -156,8 +156,9 @@ def _names(pods: list[tuple[str, Reading]]) -> str:
     return shown + (f" and {more} more" if more > 0 else "")
 
 
-def _previous(isvc: Obj) -> Obj | None:
-    return find((isvc.get("status") or {}).get("conditions") or [], c.ROLLOUT_DEFERRED)
+def previous_condition(status: Obj) -> Obj | None:
+    """The RolloutDeferred condition of a status."""
+    return find(status.get("conditions") or [], c.ROLLOUT_DEFERRED)
 
 
 def _kept(previous: Obj | None) -> Condition | None:
@@ -278,13 +279,16 @@ async def gate(
     desired: Obj,
     live: Obj | None,
     now: float,
+    status: Obj,
     describing: tuple[str, ...] = (),
 ) -> tuple[Gate, Obj | None]:
     """The policy's decision, and the Deployment to apply (desired, the held version of
-    it, or None: leave the Deployment as it is). `describing`: desired's annotations that
-    describe its pod template, kept as the live Deployment has them while held."""
+    it, or None: leave the Deployment as it is). `status`: the service's status as last
+    written (the cache may lag behind our own write); `describing`: desired's
+    annotations that describe its pod template, kept as the live Deployment has them
+    while held."""
     policy = service.fields.rollout
-    previous = _previous(isvc)
+    previous = previous_condition(status)
     record = read_record(live) if live is not None else None
     if live is None or not template_changes(desired, live, record):
         return Gate(False, settled(previous, policy)), desired

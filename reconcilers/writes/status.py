@@ -52,16 +52,21 @@ class StatusWriter:
     def forget(self, uid: str) -> None:
         self._written.pop(uid, None)
 
+    def latest(self, obj: Obj) -> Obj:
+        """obj's status as it stands: ours last written when the cache has not seen it yet."""
+        memo = self._written.get(obj["metadata"].get("uid", ""))
+        if memo is not None and memo[0] > _rv(obj):
+            return memo[1]
+        status: Obj = obj.get("status") or {}
+        return status
+
     async def write(
         self, rt: ResourceType, obj: Obj, fields: Obj, conditions: list[Condition]
     ) -> bool:
         """Set status to fields + conditions; True if anything was written."""
         meta = obj["metadata"]
         generation = int(meta.get("generation") or 0)
-        current: Obj = obj.get("status") or {}
-        memo = self._written.get(meta.get("uid", ""))
-        if memo is not None and memo[0] > _rv(obj):
-            current = memo[1]  # the cache has not seen our last write yet
+        current = self.latest(obj)  # the cache may not have seen our last write yet
         old_conditions = current.get("conditions") or []
         unserved = fields_condition(rt.kind, obj, old_conditions)
         if unserved is not None:
