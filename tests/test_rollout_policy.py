@@ -448,3 +448,34 @@ def test_the_fields_are_served() -> None:
         "maxPodLifetimeIdleTimeoutSeconds": 30,
     }
     assert inference_service_fields(spec) == []
+
+
+class _Client:
+    """Answers a status patch as the API server would, at resourceVersion 7."""
+
+    async def patch(self, rt: Any, ns: str, name: str, body: Obj, subresource: str = "") -> Obj:
+        return {"metadata": {"name": name, "resourceVersion": "7"}, **body}
+
+
+class _Recorder:
+    def emit(self, *args: Any) -> None:
+        pass
+
+
+async def test_the_hold_reads_the_status_last_written_not_a_stale_cache() -> None:
+    """A reconcile that runs before the cache saw our write reads the write: the hold's
+    outcome (e.g. ReplicasIdle) is not taken for a hold still in place."""
+    from controller.resources import INFERENCE_SERVICE
+    from reconcilers.inferenceservice.rollout import previous_condition
+    from reconcilers.writes.conditions import Condition as Cond
+    from reconcilers.writes.status import StatusWriter
+
+    writer = StatusWriter(_Client(), _Recorder())  # type: ignore[arg-type]
+    meta = {"name": "s", "namespace": "ns", "uid": "u", "resourceVersion": "5"}
+    cached: Obj = {"metadata": meta, "status": {"conditions": [held_since()]}}
+    went = Cond(c.ROLLOUT_DEFERRED, False, c.REPLICAS_IDLE, "every serving replica (1) is idle")
+    assert await writer.write(INFERENCE_SERVICE, cached, {}, [went])
+    latest = previous_condition(writer.latest(cached))  # the cache still at version 5
+    assert latest is not None and (latest["status"], latest["reason"]) == ("False", c.REPLICAS_IDLE)
+    newer = {**cached, "metadata": {**meta, "resourceVersion": "9"}}
+    assert writer.latest(newer) == cached["status"]  # a newer object is read as it is
