@@ -62,8 +62,8 @@ def read_answer(signal: IdleSignal, status: int, body: bytes) -> Reading:
         return _slots(text)
     total = gauge_sum(text, signal.gauge)
     if total is None:
-        # TGI and SGLang export the gauge once a request has run; vLLM not at all with
-        # --disable-log-stats. Either way there is nothing it can tell.
+        # A gauge may first appear when a request has run (a metric made on first use),
+        # and vLLM with --disable-log-stats has none: nothing it can tell either way.
         return Reading(
             UNSUPPORTED,
             f"/metrics has no {signal.gauge} (no request has run yet, or its metrics are off)",

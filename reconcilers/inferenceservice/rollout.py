@@ -289,6 +289,8 @@ async def gate(
     while held."""
     policy = service.fields.rollout
     previous = previous_condition(status)
+    if previous is None and not policy.wait_for_idle:
+        return Gate(), desired  # no policy, and no condition of one to keep up to date
     record = read_record(live) if live is not None else None
     if live is None or not template_changes(desired, live, record):
         return Gate(False, settled(previous, policy)), desired
