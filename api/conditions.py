@@ -53,6 +53,8 @@ SERVING = "Serving"
 UNSCHEDULABLE = "Unschedulable"
 PROGRESSING = "Progressing"
 ALL_CLAIMS_FOUND = "AllClaimsFound"
+# DeviceCount: the GPUs come through a ResourceClaimTemplate the controller made.
+MANAGED_CLAIMS = "ManagedClaims"
 # rolloutPolicy.waitForIdle: True while a pod-template change is held for busy replicas.
 # The reasons while held and IdleTimeoutExceeded / IdleCheckUnsupported are LLMKube's;
 # LLMKube removes the condition once the change went ahead, llmkube-py says how it went.

@@ -52,7 +52,7 @@ MAX_REPLICAS = 10
 # llama.cpp's --cache-type-k/-v choices (common/arg.cpp kv_cache_types, the same at the
 # pinned b10068 and at b11312, where tests/data/runtime-options/llamacpp.json was read);
 # LLMKube's CRD enum is this less bf16. Any other value exits llama-server ("Unsupported
-# cache type"); tests/test_llama_server_real.py reads the list off the binary's --help.
+# cache type"); tests/unit/test_llama_server_real.py reads the list off the binary's --help.
 LLAMACPP_CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
 # The quantized ones: a quantized V cache needs flash attention.
 LLAMACPP_QUANTIZED_CACHE_TYPES = ("q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
@@ -463,6 +463,16 @@ STATUS = Object(
                         }
                     )
                 ),
+            },
+        ),
+        "managedClaims": Object(
+            description="The ResourceClaimTemplate the controller made for a Model that "
+            "names no resourceClaims where the GPUs are reachable only through DRA.",
+            fields={
+                "template": Str(description="The template's name (owned by the service)."),
+                "deviceClass": Str(),
+                "count": Int(description="Devices one pod's claim asks for."),
+                "selectors": Array(items=Str(), description="Its CEL selectors (ANDed)."),
             },
         ),
         "kueue": Object(

@@ -28,6 +28,7 @@ from controller.kube import KubeClient
 from controller.manager import DEFAULT_WORKERS, Manager, ManagerConfig
 from controller.resources import MODEL
 from reconcilers.devices.kueue import KueueSettings, parse_mappings
+from reconcilers.devices.managed import CLASS_NAME as DEVICE_CLASS_NAME
 from reconcilers.pod_security import DEFAULT_FS_GROUP
 from reconcilers.settings import ACCESS_MODES, MODES, CacheSettings, Settings
 from runtimes.images import OVERRIDES_ENV, parse_overrides
@@ -92,6 +93,20 @@ def hub_endpoint(value: str) -> str:
             "query or fragment"
         )
     return url
+
+
+def boolean(value: str) -> bool:
+    """true or false, as the chart writes a boolean value."""
+    if value.lower() not in ("true", "false"):
+        raise argparse.ArgumentTypeError(f"{value!r} is not true or false")
+    return value.lower() == "true"
+
+
+def device_class(value: str) -> str:
+    """--dra-device-class: a DeviceClass name (a DNS subdomain), or empty for the vendor's."""
+    if value and not DEVICE_CLASS_NAME.match(value):
+        raise argparse.ArgumentTypeError(f"{value!r} is not a DeviceClass name")
+    return value
 
 
 def fs_group(value: str) -> int:
@@ -220,6 +235,24 @@ def _add_run_flags(run: argparse.ArgumentParser) -> None:
         help="a DeviceClass and the resource Kueue's deviceClassMappings charge it as, "
         "e.g. gpu.nvidia.com=nvidia.com/gpu (repeatable): Kueue-labelled services get "
         "KueueCompatible=False for other classes, and status.kueue shows the charge",
+    )
+    run.add_argument(
+        "--managed-dra-claims",
+        type=boolean,
+        default=boolean(_env("MANAGED_DRA_CLAIMS", "true")),
+        metavar="true|false",
+        help="make a ResourceClaimTemplate, owned by the InferenceService, for a GPU Model "
+        "that names no resourceClaims where no node advertises the vendor's device-plugin "
+        "resource and a DeviceClass for the vendor exists (default true)",
+    )
+    run.add_argument(
+        "--dra-device-class",
+        type=device_class,
+        default=device_class(_env("DRA_DEVICE_CLASS", "")),
+        metavar="CLASS",
+        help="the DeviceClass those templates ask for (default: the vendor's, "
+        "gpu.nvidia.com, gpu.amd.com or gpu.intel.com); a service's "
+        "inference.llmkube.dev/dra-device-class annotation wins",
     )
     run.add_argument(
         "--allowed-host-path-roots",
@@ -377,6 +410,8 @@ def manager_for(client: KubeClient, args: argparse.Namespace) -> Manager:
         default_fs_group=args.default_fsgroup,
         hf_endpoint=args.hf_endpoint,
         runtime_images=args.runtime_images,
+        managed_claims=args.managed_dra_claims,
+        dra_device_class=args.dra_device_class or None,
     )
     manager = Manager(client, config, reconcilers=reconcilers(settings))
     bind_domain_metrics(manager)

@@ -2,8 +2,9 @@
 
 Starts an API server (a `Site`: where the demo runs), installs the CRDs; applies
 examples/single-gpu.yaml and examples/multi-gpu.yaml, the multi-GPU example once more
-without `count` (sized from its two-gpus template), one Model that breaks a rule, and a
-downloaded GGUF served by two replicas; runs the controller in this process; and prints
+without `count` (sized from its two-gpus template), a GPU Model without claims (served
+through a ResourceClaimTemplate the controller makes), one Model that breaks a rule, and
+a downloaded GGUF served by two replicas; runs the controller in this process; and prints
 what it built and what DRA allocated. The steps and the report are the same on both sites:
 
 - `llmkube-controller demo` (`make demo`): the bundled test API server with a simulated
@@ -77,6 +78,25 @@ spec:
 
 
 FROM_CLAIMS = "qwen3-32b-from-claims"
+# A GPU Model that names no claims: on a DRA-only cluster the controller makes the
+# ResourceClaimTemplate (reconcilers/devices/managed.py).
+MANAGED = "qwen3-8b-managed"
+MANAGED_CLAIMS = f"""
+apiVersion: inference.llmkube.dev/v1alpha1
+kind: Model
+metadata: {{name: {MANAGED}}}
+spec:
+  source: Qwen/Qwen3-8B
+  format: safetensors
+  hardware:
+    accelerator: cuda
+    gpu: {{enabled: true, vendor: nvidia, count: 1}}
+---
+apiVersion: inference.llmkube.dev/v1alpha1
+kind: InferenceService
+metadata: {{name: {MANAGED}}}
+spec: {{modelRef: {MANAGED}, runtime: vllm}}
+"""
 # Model delivery: a downloaded GGUF the loader stages once in the shared cache PVC.
 DELIVERY = """
 apiVersion: inference.llmkube.dev/v1alpha1
@@ -218,6 +238,9 @@ async def _report(client: KubeClient, manager: Manager, site: Site, names: list[
         status = (isvc or {}).get("status") or {}
         label = f"endpoint ({status.get('mode')}):"
         print(f"  {label:<26}{status.get('endpoint')}")
+        made = status.get("managedClaims") or {}
+        if made:
+            print(f"  made for it:              ResourceClaimTemplate {made.get('template')}")
         allocation = status.get("allocation") or {}
         print(f"  devices allocated:        {allocation.get('summary', '-')}")
         for pod in allocation.get("pods") or []:
@@ -507,6 +530,8 @@ async def run_demo(site: Site, keep_running: bool = False) -> int:
             print(f"applied examples/{example}")
         await apply_text(client, _without_count((EXAMPLES / "multi-gpu.yaml").read_text()))
         print(f"applied examples/multi-gpu.yaml without count, as {FROM_CLAIMS}")
+        await apply_text(client, MANAGED_CLAIMS)
+        print(f"applied Model and InferenceService {MANAGED} (1 GPU, no resourceClaims)")
         try:  # the CRD's CEL rule rejects it at the API server, as a real cluster does
             await apply_text(client, INVALID_MODEL)
             print("Model claims-and-resource-name was ADMITTED (it breaks a rule)")
@@ -514,7 +539,7 @@ async def run_demo(site: Site, keep_running: bool = False) -> int:
         except ApiError as e:
             print(f"Model claims-and-resource-name (breaks a rule) rejected: {e.message}")
             ok_rejected = True
-        names = ["qwen3-embedding", "qwen3-32b", FROM_CLAIMS]
+        names = ["qwen3-embedding", "qwen3-32b", FROM_CLAIMS, MANAGED]
         ok = await _wait_all(client, names, site.timeout, _ready) and ok_rejected
         await manager.wait_idle()
         ok = ok and await _wait_all(client, names, site.timeout, _allocated)
@@ -526,7 +551,8 @@ async def run_demo(site: Site, keep_running: bool = False) -> int:
         ok = ok and delivered
         print(
             "\nDemo",
-            f"succeeded on {site.name}: all three services serve on DRA claims; {shown}."
+            f"succeeded on {site.name}: all four services serve on DRA claims (one on a "
+            f"template the controller made); {shown}."
             if ok
             else "FAILED.",
         )

@@ -2,7 +2,7 @@
 
 The CRDs and the seed guide's examples ship inside this package (`app/data`), so an
 installed wheel finds them wherever it runs; tests keep them identical to
-charts/llmkube/crds and examples/ (tests/test_packaging.py; `make sync-data` copies).
+charts/llmkube/crds and examples/ (tests/unit/test_packaging.py; `make sync-data` copies).
 """
 
 from __future__ import annotations

@@ -159,13 +159,26 @@ def _compact_list(value: list[Any], depth: int) -> list[Any]:
 _intern = sys.intern
 
 
-def transform(obj: Obj) -> Obj:
+# Per type, what the cache leaves out beyond managedFields, as controller-runtime's
+# per-object cache transforms do: of a Node, reconcilers read its labels, taints and
+# allocatable resources, never the image list (often its largest part) or daemon facts.
+_DROPPED_STATUS: dict[str, tuple[str, ...]] = {
+    "Node": ("images", "nodeInfo", "volumesInUse", "volumesAttached", "daemonEndpoints"),
+}
+
+
+def transform(obj: Obj, kind: str = "") -> Obj:
     """What the cache holds of an object, as controller-runtime's default transform:
     without metadata.managedFields (often its largest part, read by no reconciler),
-    and compacted (see _compact): about 40% of a Model's bytes."""
+    and compacted (see _compact): about 40% of a Model's bytes. kind: the informer's,
+    for the fields its objects need not keep (_DROPPED_STATUS)."""
     meta = obj.get("metadata")
     if isinstance(meta, dict):
         meta.pop("managedFields", None)
+    status = obj.get("status")
+    if isinstance(status, dict):
+        for key in _DROPPED_STATUS.get(kind, ()):
+            status.pop(key, None)
     compact: Obj = _compact(obj)
     return compact
 
@@ -383,7 +396,7 @@ class Informer:
             on_bad_item=lambda e: self._bad_object(str(e), e.key),
         )
         self.lists += 1
-        items = [transform(o) for o in items]
+        items = [transform(o, self.rt.kind) for o in items]
         fresh = {object_key(o): o for o in items}
         # Objects deleted while we were not watching (or that a restarted server never
         # had): their DELETED event was never seen.
@@ -435,7 +448,7 @@ class Informer:
                 self.last_rv = rv or self.last_rv
                 continue
             if type_ in (ADDED, MODIFIED):
-                obj = transform(obj)
+                obj = transform(obj, self.rt.kind)
                 old = self.store.put(obj)
                 self._dispatch(Event(MODIFIED if old else ADDED, obj, old))
             elif type_ == DELETED:

@@ -25,13 +25,16 @@ CLUSTER_RULES: tuple[PolicyRule, ...] = (
     PolicyRule(
         GROUP, ("models/status", "inferenceservices/status", "gpuquotas/status"), ("patch",)
     ),
-    # DRA objects are the user's and the drivers': the controller only reads them (claims
-    # and templates exist, their allocations; classes and slices for AcceleratorReady).
+    # DRA objects are the user's and the drivers': the controller reads them (claims and
+    # templates exist, their allocations; classes and slices for AcceleratorReady), and
+    # writes only the ResourceClaimTemplates it makes for the user (managed claims, owned
+    # by their services; an older one is deleted once unused).
+    PolicyRule("resource.k8s.io", ("resourceclaims", "deviceclasses", "resourceslices"), READ),
     PolicyRule(
-        "resource.k8s.io",
-        ("resourceclaims", "resourceclaimtemplates", "deviceclasses", "resourceslices"),
-        READ,
+        "resource.k8s.io", ("resourceclaimtemplates",), (*READ, "create", "patch", "delete")
     ),
+    # Managed claims: whether any node advertises the vendor's device-plugin resource.
+    PolicyRule("", ("nodes",), READ),
     # Owned objects are written with server-side apply: `patch`, plus `create` for an
     # apply that creates (kube-apiserver authorizes that as create too).
     PolicyRule("apps", ("deployments",), (*READ, "create", "patch")),

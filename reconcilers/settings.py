@@ -43,6 +43,11 @@ class Settings:
     default_fs_group: int = DEFAULT_FS_GROUP
     # --kueue-device-class-mappings: DeviceClass -> Kueue resource name.
     kueue: KueueSettings = field(default_factory=KueueSettings)
+    # --managed-dra-claims: make a ResourceClaimTemplate for a GPU Model without claims
+    # where the vendor's GPUs are reachable only through DRA (reconcilers/devices/managed.py).
+    managed_claims: bool = True
+    # --dra-device-class: the DeviceClass those templates ask for (default: the vendor's).
+    dra_device_class: str | None = None
     # LLMKUBE_RUNTIME_IMAGES (chart runtimeImages): images over the pins, per runtime and
     # accelerator variant (runtimes/images.py).
     runtime_images: Overrides = field(default_factory=lambda: NO_OVERRIDES)

@@ -2,7 +2,7 @@
 
 Read off the releases (tests/data/runtime-options/*.json: the parsers' "choices" and
 vLLM's "validators", the tables its startup checks use; scripts/fetch-runtime-options.py
-writes them). tests/test_runtime_contract.py checks every table here against those
+writes them). tests/unit/test_runtime_contract.py checks every table here against those
 files, so moving a pin means regenerating the file and then these tables.
 """
 

@@ -1,7 +1,7 @@
 """The options of each runtime's own parser that LLMKube derives, by every spelling.
 
 One table per runtime, read off the parser at the pinned version (the copies in
-tests/data/runtime-options/ are the contract; tests/test_runtime_contract.py checks
+tests/data/runtime-options/ are the contract; tests/unit/test_runtime_contract.py checks
 every spelling here against them). A flag the user passes in extraArgs under any of
 its spellings owns that option: the one we would derive is left out, so the runtime
 sees it once.

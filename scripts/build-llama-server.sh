@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build llama.cpp's llama-server (CPU only) at the release our llama.cpp images pin
-# (runtimes/images.py: b10068), and cache it. tests/test_llama_server_real.py runs it.
+# (runtimes/images.py: b10068), and cache it. tests/unit/test_llama_server_real.py runs it.
 #
 #   scripts/build-llama-server.sh          prints the binary's path (builds it once)
 #   scripts/build-llama-server.sh --path   prints where the binary is or would be; no build

@@ -2,7 +2,7 @@
 """Read what a serving runtime's own argv parser accepts off one of its releases.
 
 Writes tests/data/runtime-options/<runtime>.json in the format the contract test reads
-(tests/test_runtime_contract.py). Run it when a pinned image (runtimes/images.py)
+(tests/unit/test_runtime_contract.py). Run it when a pinned image (runtimes/images.py)
 moves to another version, then run the contract test against the new parser.
 
     fetch-runtime-options.py vllm 0.34.0        # pip-installs vllm==0.34.0 in a temporary

@@ -10,7 +10,7 @@ read off a later tree and lists spellings b10068 does not have.
     scripts/runtime-spellings.py                 # llama-server from build-llama-server.sh --path
     scripts/runtime-spellings.py --llama-server PATH
 
-tests/test_runtime_spellings.py checks the committed file against both sources.
+tests/unit/test_runtime_spellings.py checks the committed file against both sources.
 """
 
 from __future__ import annotations

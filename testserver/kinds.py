@@ -1,7 +1,7 @@
 """The kinds the server serves built in, as kube-apiserver's discovery lists them.
 
 The server's own table: it serves a cluster, not the controller, so it does not take its
-kinds from the product (tests/test_testserver_contract.py checks that every kind the
+kinds from the product (tests/server/test_testserver_contract.py checks that every kind the
 controller uses is here, with the same group, version, plural, kind and scope).
 Custom resources are added by their CRDs (registry.py).
 """

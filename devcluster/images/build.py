@@ -35,7 +35,7 @@ from .rootfs import ImageBuildError
 
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
 # The names the product writes (devcluster imports no product package:
-# tests/test_node_images.py checks these against reconcilers/ and runtimes/).
+# tests/unit/test_oci_images.py checks these against reconcilers/ and runtimes/).
 LOADER_IMAGE = "curlimages/curl:8.18.0"
 STANDIN_LABEL = "dev.llmkube.stand-in"
 LLAMA_CPP_IMAGES = (

@@ -24,12 +24,14 @@ from api import ModelSpec
 from controller.cache import Cache
 from controller.resources import (
     DEVICE_CLASS,
+    NODE,
     RESOURCE_CLAIM,
     RESOURCE_CLAIM_TEMPLATE,
     RESOURCE_SLICE,
 )
 from objtypes import Obj
 from reconcilers.devices import dra
+from reconcilers.devices.managed import MANAGED_CLAIM_LABEL
 
 
 def claim_objects(cache: Cache, namespace: str, model: ModelSpec) -> list[Obj]:
@@ -68,6 +70,25 @@ def device_classes(cache: Cache) -> dict[str, Obj]:
 
 def resource_slices(cache: Cache) -> list[Obj]:
     return cache.list(RESOURCE_SLICE)
+
+
+def plugin_nodes(cache: Cache, resource: str) -> int:
+    """Nodes whose status.allocatable offers the device-plugin resource (more than 0)."""
+    found = 0
+    for node in cache.list(NODE):
+        value = str(((node.get("status") or {}).get("allocatable") or {}).get(resource, "0"))
+        found += value not in ("0", "")
+    return found
+
+
+def managed_templates(cache: Cache, namespace: str, owner_uid: str) -> list[Obj]:
+    """The ResourceClaimTemplates this controller made for one service (managed.py)."""
+    return [
+        t
+        for t in cache.list(RESOURCE_CLAIM_TEMPLATE, namespace)
+        if (t["metadata"].get("labels") or {}).get(MANAGED_CLAIM_LABEL) == "true"
+        and any(r.get("uid") == owner_uid for r in t["metadata"].get("ownerReferences") or [])
+    ]
 
 
 BY_POOL = "driver-pool"

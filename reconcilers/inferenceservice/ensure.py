@@ -3,9 +3,11 @@
 A Deployment (or, for multiNode, one pinned Pod per member and their headless Service),
 a Service, the HorizontalPodAutoscaler and the PodDisruptionBudget, owned by the
 InferenceService so that deleting it cleans them up; first the model cache claim the
-pods mount (created once, never applied). An object of the same name that the service
-does not own is never taken over: `Applied.conflict` says so. A change of the
-Deployment's pod template passes spec.rolloutPolicy first (rollout.py), which may hold it.
+pods mount (created once, never applied) and the ResourceClaimTemplate made for the user
+(reconcilers/devices/managed.py), whose older versions are deleted once no pod of the
+service uses them. An object of the same name that the service does not own is never
+taken over: `Applied.conflict` says so. A change of the Deployment's pod template
+passes spec.rolloutPolicy first (rollout.py), which may hold it.
 """
 
 from __future__ import annotations
@@ -14,14 +16,15 @@ from dataclasses import dataclass, field
 
 from api import InferenceServiceSpec, ModelSpec
 from api import conditions as c
-from controller.resources import DEPLOYMENT, POD, SERVICE, object_key
+from controller.resources import DEPLOYMENT, POD, RESOURCE_CLAIM_TEMPLATE, SERVICE, object_key
 from objtypes import Obj
 from reconcilers.context import Context
 from reconcilers.devices.kueue import label_workload
+from reconcilers.devices.lookup import managed_templates
 from reconcilers.inferenceservice.autoscaling import ensure_autoscaler
 from reconcilers.inferenceservice.disruption import ensure_budget, protected
 from reconcilers.inferenceservice.plan import CLAIMED_ANNOTATION, Plan
-from reconcilers.inferenceservice.pods import owned_pods, pod_ready, unschedulable
+from reconcilers.inferenceservice.pods import owned_pods, pod_ready, service_pods, unschedulable
 from reconcilers.inferenceservice.rollout import (
     Gate,
     gate,
@@ -65,6 +68,8 @@ async def apply(
     try:
         # The cache claim first: the pods mount it (create only; never changed).
         await claims.ensure(ctx, isvc, plan.store)
+        if plan.managed is not None:  # the pods' claims are made from it
+            await ensure(ctx.client, ctx.cache, RESOURCE_CLAIM_TEMPLATE, plan.managed.template, uid)
         if service.multi_node is not None:
             applied = await _members(ctx, isvc, service, model, plan)
         else:
@@ -93,7 +98,30 @@ async def apply(
         )
     except NotOwned as e:
         return Applied(conflict=str(e))
+    await remove_unused_templates(ctx, isvc, plan)
     return applied
+
+
+async def remove_unused_templates(ctx: Context, isvc: Obj, plan: Plan) -> None:
+    """Delete the service's managed templates other than the plan's that no pod of the
+    service names any more (a changed Model's old template, once its pods are gone)."""
+    ns, _ = object_key(isvc)
+    current = plan.managed.name if plan.managed is not None else None
+    stale = [
+        t["metadata"]["name"]
+        for t in managed_templates(ctx.cache, ns, isvc["metadata"]["uid"])
+        if t["metadata"]["name"] != current
+    ]
+    if not stale:
+        return
+    named = {
+        ref.get("resourceClaimTemplateName")
+        for pod in service_pods(ctx.cache, isvc)
+        for ref in (pod.get("spec") or {}).get("resourceClaims") or []
+    }
+    for name in stale:
+        if name not in named:
+            await ctx.client.delete(RESOURCE_CLAIM_TEMPLATE, ns, name)
 
 
 def scope_of(

@@ -35,6 +35,7 @@ WORKLOAD_STATUS_KEYS = (
     "admittedReplicas",
     "desiredReplicas",
     "allocation",
+    "managedClaims",
     "gpusPerReplica",
     "gpuAttachment",
     "endpoint",
@@ -135,6 +136,13 @@ async def write_served(
     extra: Obj = {}
     if plan.kueue is not None:
         extra["kueue"] = plan.kueue
+    if plan.managed is not None:
+        extra["managedClaims"] = {
+            "template": plan.managed.name,
+            "deviceClass": plan.managed.device_class,
+            "count": plan.managed.count,
+            "selectors": list(plan.managed.selectors),
+        }
     if plan.demand is not None and applied.conflict is None:
         # What DRA allocated to the live pods (finished and terminating ones hold none).
         extra["allocation"] = allocation_status(

@@ -17,9 +17,10 @@ from api import conditions as c
 from controller.cache import Cache
 from controller.resources import DEPLOYMENT, object_key
 from objtypes import Obj
-from reconcilers.devices import dra
+from reconcilers.devices import dra, managed
 from reconcilers.devices.kueue import kueue_status, queue_name
-from reconcilers.devices.lookup import device_classes, model_demand, templates
+from reconcilers.devices.lookup import device_classes, model_demand, plugin_nodes, templates
+from reconcilers.devices.managed import ManagedClaims, Refused
 from reconcilers.inferenceservice.advice import advisories
 from reconcilers.inferenceservice.scope import decide
 from reconcilers.quota.index import namespace_allocations
@@ -30,7 +31,7 @@ from reconcilers.sources.loader import WeightsVolume
 from reconcilers.sources.placement import Placement, runtime_mounts
 from reconcilers.writes.conditions import Condition
 from runtimes.command import RuntimeCommand
-from runtimes.gpu import DEFAULT_RESOURCE_NAMES
+from runtimes.gpu import DEFAULT_RESOURCE_NAMES, device_plugin_resource
 from runtimes.problems import Problem, runtime_problems
 
 # The devices per pod a Deployment's runtime was sized for from the claims (count absent).
@@ -46,15 +47,41 @@ class Facts:
     demand: dra.DeviceDemand | None  # per pod, from the claims (None: no claims)
     extended_class: str | None  # the DeviceClass serving the vendor resource (KEP-5004)
     templates: Mapping[str, Obj] = field(default_factory=dict)  # for Kueue's verdict
+    managed: ManagedClaims | None = None  # the template made for the service, if any
+
+
+def observe_managed(
+    cache: Cache, isvc: Obj, service: InferenceServiceSpec, model: ModelSpec, settings: Settings
+) -> ManagedClaims | Refused | None:
+    """The claims made for the user (reconcilers/devices/managed.py), from the cache."""
+    if not settings.managed_claims:
+        return None
+    if not managed.applies(isvc, service, model, queue_name(isvc) is not None):
+        return None
+    classes = device_classes(cache)
+    resource = device_plugin_resource(model, service)
+    cluster = managed.Cluster(
+        classes, plugin_nodes(cache, resource), dra.extended_resource_class(classes, resource)
+    )
+    return managed.decide(isvc, service, model, cluster, settings.dra_device_class)
 
 
 def observe(
-    cache: Cache, isvc: Obj, service: InferenceServiceSpec, model: ModelSpec, missing: list[str]
+    cache: Cache,
+    isvc: Obj,
+    service: InferenceServiceSpec,
+    model: ModelSpec,
+    missing: list[str],
+    made: ManagedClaims | None = None,
 ) -> Facts:
+    """made: the managed claims the service is served with (model is then served on
+    them): their demand is the template's own, written in this reconcile."""
     ns, name = object_key(isvc)
     nq = namespace_allocations(cache, ns)
     allocation = nq.allocations.get(name)
     demand = model_demand(cache, ns, model) if model.uses_claims else None
+    if made is not None:
+        demand = dra.pod_demand([made.template])
     if demand is not None and missing:
         # A claim or template vanished under running pods: keep the size they run
         # with, or the Deployment would restart them into pods that cannot start.
@@ -66,6 +93,7 @@ def observe(
         demand,
         dra.extended_resource_class(device_classes(cache), resource),
         templates(cache, ns, model) if queue_name(isvc) is not None else {},
+        made,
     )
 
 
@@ -81,6 +109,7 @@ class Plan:
     conditions: tuple[Condition, ...]  # decided before any write
     refused: tuple[Problem, ...] = ()  # the runtime could not serve: write nothing
     kueue: Obj | None = None  # status.kueue
+    managed: ManagedClaims | None = None  # the template to apply before the workload
 
     @property
     def store(self) -> WeightsVolume:
@@ -159,7 +188,9 @@ def plan(
         quota_condition(service, facts.limit, admitted, per_replica, facts.allocation),
         suspended_condition(service),
     ]
-    if demand is not None:
+    if facts.managed is not None:
+        conditions.append(managed_condition(facts.managed))
+    elif demand is not None:
         conditions.append(claims_condition(service.model_ref, missing))
         conditions.append(device_count_condition(gpu_count(model, service.gpu), demand, missing))
     conditions += advisories(isvc, service, model, facts.extended_class)
@@ -188,6 +219,7 @@ def plan(
         (*conditions,),
         (),
         kueue_fields,
+        facts.managed,
     )
 
 
@@ -260,6 +292,18 @@ def _multi_node_via_dra(model: ModelSpec, device_class: str) -> Problem:
         f"allocates DRA claims, and DeviceClass {device_class!r} serves {resource} through "
         "DRA (extendedResourceName): the members would get no GPUs. Run this Model "
         "single-node",
+    )
+
+
+def managed_condition(made: ManagedClaims) -> Condition:
+    """DeviceCount for claims made for the user: what was made, and why."""
+    return Condition(
+        c.DEVICE_COUNT,
+        True,
+        c.MANAGED_CLAIMS,
+        f"the Model names no resourceClaims and no node advertises the device-plugin "
+        f"resource: the controller made {made.describe()}; the runtime is sized for "
+        f"{made.count} device(s) (explicit tensorParallelSize or extraArgs still win)",
     )
 
 

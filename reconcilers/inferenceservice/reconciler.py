@@ -46,6 +46,7 @@ from controller.resources import (
     INFERENCE_SERVICE,
     MODEL,
     NAMESPACE,
+    NODE,
     POD,
     POD_DISRUPTION_BUDGET,
     RESOURCE_CLAIM,
@@ -58,13 +59,14 @@ from objtypes import Obj
 from reconcilers.context import Context
 from reconcilers.devices.claims import missing_claims, names_claim
 from reconcilers.devices.lookup import index_slices
+from reconcilers.devices.managed import ManagedClaims, Refused, allocatable_changed
 from reconcilers.inferenceservice.ensure import apply
 from reconcilers.inferenceservice.outcome import (
     write_blocked,
     write_refused,
     write_served,
 )
-from reconcilers.inferenceservice.plan import observe, plan
+from reconcilers.inferenceservice.plan import observe, observe_managed, plan
 from reconcilers.inferenceservice.pod_lifetime import Recycler
 from reconcilers.inferenceservice.pods import has_workload, index_pods
 from reconcilers.inferenceservice.predicates import deployment_status, read_changed
@@ -145,8 +147,11 @@ class InferenceServiceReconciler:
                 (writes.follow(POD_DISRUPTION_BUDGET), owned),
             ),
             Watch(POD, self._pod_owner, OWNED_SELECTOR, (writes.follow(POD),)),
-            # KEP-5004 and Kueue's verdict read DeviceClasses (cluster-wide, rarely changed).
+            # KEP-5004, Kueue's verdict and the managed claims read DeviceClasses
+            # (cluster-wide, rarely changed).
             Watch(DEVICE_CLASS, self._all_services),
+            # Managed claims: whether any node advertises the device-plugin resource.
+            Watch(NODE, self._all_services, predicates=(allocatable_changed,)),
         ]
 
     # -- event mapping ------------------------------------------------------------
@@ -180,6 +185,11 @@ class InferenceServiceReconciler:
 
     def _using_claim(self, event: Event, field: str) -> Iterable[Request]:
         ns, claim = object_key(event.obj)
+        if field == "resourceClaimTemplateName":  # a managed template: its service
+            owners = list(self._owner(event))
+            if owners:
+                yield from owners
+                return
         # A claim made from a template for one of our pods: its allocation is our status.
         for ref in event.obj.get("metadata", {}).get("ownerReferences") or []:
             if ref.get("kind") == "Pod":
@@ -277,7 +287,14 @@ class InferenceServiceReconciler:
             message = f"Model {service.model_ref!r} {refusal}"
             await write_blocked(self.ctx, isvc, c.SOURCE_NOT_ALLOWED, message, phase="Failed")
             return Result()
+        made = observe_managed(self.ctx.cache, isvc, service, model, self.ctx.settings)
+        if isinstance(made, Refused):
+            phase = "Failed" if made.reason == c.INVALID_SPEC else "Pending"
+            await write_blocked(self.ctx, isvc, made.reason, made.message, phase=phase)
+            return Result()
         missing = missing_claims(self.ctx.cache, request.namespace, model)
+        if made is not None:
+            model = made.model(model)  # served on the template this reconcile applies
         if missing and not has_workload(self.ctx.cache, isvc):
             await write_blocked(
                 self.ctx,
@@ -287,13 +304,18 @@ class InferenceServiceReconciler:
                 f"namespace {request.namespace}: {', '.join(missing)}",
             )
             return Result()
-        return await self._serve(isvc, service, model, missing)
+        return await self._serve(isvc, service, model, missing, made)
 
     async def _serve(
-        self, isvc: Obj, service: InferenceServiceSpec, model: ModelSpec, missing: list[str]
+        self,
+        isvc: Obj,
+        service: InferenceServiceSpec,
+        model: ModelSpec,
+        missing: list[str],
+        made: ManagedClaims | None,
     ) -> Result:
         """plan -> apply -> status; a refused plan writes only the status."""
-        facts = observe(self.ctx.cache, isvc, service, model, missing)
+        facts = observe(self.ctx.cache, isvc, service, model, missing, made)
         decided = plan(
             isvc,
             service,

@@ -22,6 +22,7 @@ from controller.resources import (
     DEVICE_CLASS,
     JOB,
     MODEL,
+    NODE,
     POD,
     RESOURCE_CLAIM,
     RESOURCE_CLAIM_TEMPLATE,
@@ -33,7 +34,13 @@ from objtypes import Obj
 from reconcilers.context import Context
 from reconcilers.devices import dra
 from reconcilers.devices.claims import missing_claims, names_claim
-from reconcilers.devices.lookup import device_classes, model_demand, resource_slices
+from reconcilers.devices.lookup import (
+    device_classes,
+    model_demand,
+    plugin_nodes,
+    resource_slices,
+)
+from reconcilers.devices.managed import VENDOR_CLASSES, allocatable_changed
 from reconcilers.model.delivery import Delivery, delivery
 from reconcilers.model.pods import index_model_pods, model_pods
 from reconcilers.model.prefetch import ensure_prefetch
@@ -103,6 +110,9 @@ def _device_plugin_condition(
         classes = device_classes(ctx.cache)
     served_by = dra.extended_resource_class(classes, resource)
     if served_by is None:
+        managed_class = _managed_class(ctx, model, classes, resource)
+        if managed_class is not None:
+            return _managed_condition(ctx, managed_class, count, resource, classes)
         return Condition(
             ACCELERATOR_READY,
             True,
@@ -129,6 +139,36 @@ def _device_plugin_condition(
     )
 
 
+def _managed_class(
+    ctx: Context, model: ModelSpec, classes: dict[str, Obj], resource: str
+) -> str | None:
+    """The DeviceClass the InferenceServices of this Model get managed claims of
+    (reconcilers/devices/managed.py), when that path is on and would be taken: no node
+    advertises the resource and the class exists. A service's annotation may name another."""
+    if not ctx.settings.managed_claims or plugin_nodes(ctx.cache, resource):
+        return None
+    name = ctx.settings.dra_device_class or VENDOR_CLASSES.get(model.gpu.vendor, "")
+    return name if name in classes else None
+
+
+def _managed_condition(
+    ctx: Context, device_class: str, count: int, resource: str, classes: dict[str, Obj]
+) -> Condition:
+    demand = dra.DeviceDemand(count, {device_class: count}, minimum_by_class={device_class: count})
+    problems = dra.capacity_problems(demand, classes, resource_slices(ctx.cache))
+    insufficient = [p.message for p in problems if p.reason == c.INSUFFICIENT_DEVICES]
+    if insufficient:
+        return Condition(ACCELERATOR_READY, False, c.INSUFFICIENT_DEVICES, "; ".join(insufficient))
+    return Condition(
+        ACCELERATOR_READY,
+        True,
+        c.MANAGED_CLAIMS,
+        f"no node advertises {resource}: each InferenceService of this Model gets a "
+        f"ResourceClaimTemplate the controller makes, {count} device(s) of DeviceClass "
+        f"{device_class!r}",
+    )
+
+
 class ModelReconciler:
     name = "model"
 
@@ -148,6 +188,8 @@ class ModelReconciler:
             # Classes and slices are cluster-wide: any change can move any GPU Model.
             Watch(DEVICE_CLASS, self._gpu_models),
             Watch(RESOURCE_SLICE, self._gpu_models),
+            # Managed claims: whether a node advertises the device-plugin resource.
+            Watch(NODE, self._gpu_models, predicates=(allocatable_changed,)),
             # The loaders' termination messages: serving pods and prefetch Job pods.
             Watch(POD, self._labelled, OWNED_SELECTOR),
             Watch(JOB, self._labelled, OWNED_SELECTOR),

@@ -48,6 +48,7 @@ from reconcilers.quota.rule import (
     consume,
     floors_of,
     limits_of,
+    served_by_claims,
     vram_per_replica,
 )
 
@@ -130,7 +131,7 @@ def demand_for(cache: Cache, isvc: Obj, covering: tuple[str, ...]) -> Demand | N
         service.wanted_replicas,
         charge,
         covering,
-        allocated_totals(isvc)[0] if model.uses_claims else 0,
+        allocated_totals(isvc)[0] if served_by_claims(isvc, model) else 0,
         namespace,
         vram_per_replica=vram_per_replica(model, service, charge),
         priority=service.priority,

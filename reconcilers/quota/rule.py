@@ -16,9 +16,10 @@ service's `priority` defaults to normal). The VRAM cap is one more budget: it li
 the same leftovers as the GPUs, under the quota's key plus `VRAM`.
 
 One replica is charged the guide's GPU count (`replica_charge`), except a claims
-service whose devices DRA has allocated: it is charged what its pods really hold,
-`status.allocation.devicesPerPod` (ceil(allocatedDevices / allocatedPods), kept by the
-InferenceService while its pods are gone so that the charge does not flip back).
+service (its Model's claims, or managed ones) whose devices DRA has allocated: it is
+charged what its pods really hold, `status.allocation.devicesPerPod`
+(ceil(allocatedDevices / allocatedPods), kept by the InferenceService while its pods are
+gone so that the charge does not flip back).
 
 Pure: no cache, no I/O. index.py keeps the same answer up to date from events.
 """
@@ -190,10 +191,17 @@ def allocated_totals(isvc: Obj) -> tuple[int, int]:
     )
 
 
+def served_by_claims(isvc: Obj, model: ModelSpec) -> bool:
+    """The service's pods get their GPUs through claims: the Model's, or the template the
+    controller made for it (status.managedClaims, reconcilers/devices/managed.py)."""
+    status = isvc.get("status")
+    return model.uses_claims or bool(isinstance(status, dict) and status.get("managedClaims"))
+
+
 def charge_per_replica(isvc: Obj, model: ModelSpec, service: InferenceServiceSpec) -> int:
     """What one replica costs: the devices DRA allocated per pod for a claims service
     whose pods hold (or last held) devices, otherwise the guide's rule."""
-    if model.uses_claims:
+    if served_by_claims(isvc, model):
         devices, pods = allocated_totals(isvc)
         if pods > 0:
             return -(-devices // pods)

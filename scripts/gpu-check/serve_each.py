@@ -8,7 +8,7 @@ Standard library only: it runs on the device machine's python3.
 --deadline: a case not started by then is recorded "not run (out of time)", and a case
 running then is stopped, so the results are written before the caller's own limit.
 --cpu: the rehearsal on a CPU build: GPU buffers in --override-tensor -> CPU (as
-tests/test_llama_server_real.py does); everything else runs as on the device.
+tests/unit/test_llama_server_real.py does); everything else runs as on the device.
 --lv N: appends `-lv N` (llama.cpp's log verbosity; at 4 it logs "offloaded N/M layers
 to GPU" and the flash attention it resolved), after the argv, so nothing else changes.
 """

@@ -57,3 +57,40 @@ def rules_of(role: Obj) -> set[tuple[str, str, str]]:
         for r in rule["resources"]
         for v in rule["verbs"]
     }
+
+
+# The chart's values as the tests vary them: defaults, and each switch set another way.
+VARIANTS: list[Obj] = [
+    {},
+    {
+        "replicas": 3,
+        "metrics": {"serviceMonitor": {"enabled": True}},
+        "dashboard": {"enabled": True},
+    },
+    {
+        "webhook": {"enabled": False},
+        "watchNamespace": "team-a",
+        "serviceAccount": {"create": False},
+    },
+    {
+        "webhook": {
+            "certManager": {"enabled": False},
+            "certSecretName": "my-tls",
+            "caBundle": "LS0tLS1CRUdJTg==",
+        },
+        "kueue": {
+            "deviceClassMappings": [
+                {"name": "nvidia.com/gpu", "deviceClassNames": ["gpu.nvidia.com"]}
+            ]
+        },
+    },
+    {
+        "replicas": 2,
+        "metrics": {
+            "prometheusRule": {"enabled": True},
+            "serviceMonitor": {"enabled": True},
+            "scrapeAnnotations": True,
+        },
+        "podDisruptionBudget": {"enabled": True},
+    },
+]

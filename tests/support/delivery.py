@@ -13,8 +13,8 @@ from objtypes import Obj
 from reconcilers.settings import CacheSettings
 from testserver.process import ApiServerProcess
 
-from ..conftest import eventually
-from ..dra_cluster import dra_cluster
+from .dra_cluster import dra_cluster
+from .waiting import eventually
 
 
 @asynccontextmanager

@@ -5,12 +5,25 @@ from __future__ import annotations
 
 import re
 import sys
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
 
-from devcluster import CLUSTER_SCOPED, Component, KubeCluster, free_port
+import pytest
+
+from devcluster import (
+    CLUSTER_SCOPED,
+    Component,
+    KubeCluster,
+    binaries_dir,
+    free_port,
+    missing_binaries,
+)
+from objtypes import Obj
+
+from . import chart
 
 
 def install_chart(cluster: KubeCluster, docs: list[dict[str, Any]], namespace: str) -> None:
@@ -132,3 +145,46 @@ def start_controller(
     )
     component.start()
     return ControllerProcess(component, health)
+
+
+def kube_binaries() -> Path:
+    """The built control plane's folder; the test is skipped, saying why, without it."""
+    bin_dir = binaries_dir()
+    missing = missing_binaries(bin_dir)
+    if missing:
+        pytest.skip(
+            f"Kubernetes binaries not built ({', '.join(missing)} missing in {bin_dir}): "
+            "run `make kube-binaries` (scripts/build-kube.sh), which says why it fails"
+        )
+    return bin_dir
+
+
+def node_requirements() -> tuple[list[str], str]:
+    """What a real node lacks here, and how to get it."""
+    from devcluster import node
+
+    return node.missing(binaries_dir(), node.binaries_dir()), (
+        "run `make kube-binaries node-binaries` (scripts/build-kube.sh, scripts/build-node.sh) "
+        "as root"
+    )
+
+
+# The chart as the cluster tier installs it: defaults, less the webhook (its certificate
+# comes from cert-manager, which this cluster does not run).
+CLUSTER_CHART_VALUES: Obj = {"webhook": {"enabled": False}}
+
+
+def run_chart_controller(cluster: KubeCluster, directory: Path) -> ControllerProcess:
+    """Install the chart (CLUSTER_CHART_VALUES) and start its controller; once ready."""
+    docs = chart.render(CLUSTER_CHART_VALUES)
+    install_chart(cluster, docs, chart.NAMESPACE)
+    account = chart.find(docs, "ServiceAccount")["metadata"]["name"]
+    config = cluster.kubeconfig_for(chart.NAMESPACE, account, directory / "kubeconfig")
+    proc = start_controller(cluster, chart.controller_args(docs), config, "llmkube-0")
+    deadline = time.monotonic() + 120
+    while not proc.ready():
+        if time.monotonic() > deadline or not proc.component.running():
+            proc.component.stop()
+            raise AssertionError(f"the controller never became ready:\n{proc.log()[-4000:]}")
+        time.sleep(0.2)
+    return proc

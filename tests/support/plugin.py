@@ -14,7 +14,7 @@ from app.manifests import install_crds
 from controller.kube import KubeClient
 from testserver.process import ApiServerProcess
 
-from ..conftest import manager_for
+from .manager import manager_for
 
 KUBECONFIG = """
 apiVersion: v1

@@ -5,8 +5,8 @@ from __future__ import annotations
 from controller.kube import KubeClient
 from controller.resources import DEPLOYMENT
 
-from ..conftest import eventually
-from ..conftest import isvc_yaml as service_yaml
+from .manifests import isvc_yaml as service_yaml
+from .waiting import eventually
 
 
 def isvc_yaml(name: str, model: str, replicas: int, gpu: int | None = None) -> str:

@@ -16,7 +16,12 @@ from app.manifests import EXAMPLES, load
 from objtypes import Obj
 from webhook.server import PATH, WebhookServer, start_webhook
 
-from ..conftest import write_serving_cert
+
+def write_serving_cert(ca: trustme.CA, cert_dir: Path) -> None:
+    """A webhook serving certificate for 127.0.0.1 from ca, as tls.crt / tls.key."""
+    cert = ca.issue_cert("localhost", "127.0.0.1")
+    cert.private_key_pem.write_to_path(str(cert_dir / "tls.key"))
+    cert.cert_chain_pems[0].write_to_path(str(cert_dir / "tls.crt"))
 
 
 @pytest.fixture
