@@ -57,6 +57,23 @@ PROGRESSING = "Progressing"
 ALL_CLAIMS_FOUND = "AllClaimsFound"
 # DeviceCount: the GPUs come through a ResourceClaimTemplate the controller made.
 MANAGED_CLAIMS = "ManagedClaims"
+# rolloutPolicy.waitForIdle: True while a pod-template change is held for busy replicas.
+# The reasons while held and IdleTimeoutExceeded / IdleCheckUnsupported are LLMKube's;
+# LLMKube removes the condition once the change went ahead, llmkube-py says how it went.
+ROLLOUT_DEFERRED = "RolloutDeferred"
+PODS_BUSY = "PodsBusy"  # held: a replica is serving a request
+IDLE_CHECK_FAILED = "IdleCheckFailed"  # held: a replica's answer could not be read
+IDLE_TIMEOUT_EXCEEDED = "IdleTimeoutExceeded"  # went ahead after idleTimeoutSeconds
+IDLE_CHECK_UNSUPPORTED = "IdleCheckUnsupported"  # went ahead: no idle signal to wait for
+REPLICAS_IDLE = "ReplicasIdle"  # went ahead: every serving replica was idle
+FORCED = "Forced"  # went ahead: rolloutPolicy.force
+NO_ROLLOUT_PENDING = "NoRolloutPending"  # nothing to hold
+WAIT_FOR_IDLE_OFF = "WaitForIdleOff"  # went ahead: waitForIdle was turned off while held
+
+# The Event of a condition's transition is Normal when it turns True, Warning when False;
+# these reasons say otherwise (a RolloutDeferred that turns False is mostly good news).
+NORMAL_EVENT_REASONS = frozenset({REPLICAS_IDLE, FORCED, NO_ROLLOUT_PENDING, WAIT_FOR_IDLE_OFF})
+WARNING_EVENT_REASONS = frozenset({IDLE_CHECK_FAILED})
 
 # GPUQuota
 WITHIN_LIMIT = "WithinLimit"

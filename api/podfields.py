@@ -18,6 +18,11 @@ from dataclasses import dataclass, field
 from objtypes import Obj
 
 DEFAULT_BIND_ADDRESS = "::"  # the CRD's default, written into every object
+# rolloutPolicy.idleTimeoutSeconds: the CRD's default, also for 0 (LLMKube's reading).
+DEFAULT_IDLE_TIMEOUT = 300
+# Seconds fields are clamped here (LLMKube's boundedSeconds), so no arithmetic on them
+# overflows: about 292 years.
+MAX_SECONDS = 9_223_372_036
 PROBE_KINDS = ("startup", "liveness", "readiness")
 PROBE_HANDLERS = ("httpGet", "tcpSocket", "exec", "grpc")
 # The volume (and mount path) the model is loaded from (reconcilers/sources/loader.py MODEL_DIR).
@@ -71,6 +76,20 @@ class Disruption:
 
 
 @dataclass(frozen=True)
+class RolloutPolicy:
+    """spec.rolloutPolicy: hold a pod-template change until the replicas are idle."""
+
+    wait_for_idle: bool = False
+    idle_timeout_seconds: int = DEFAULT_IDLE_TIMEOUT  # 0 in the spec: the default (LLMKube)
+    force: bool = False
+
+    @property
+    def holds(self) -> bool:
+        """Whether a pod-template change waits for idle replicas (force skips the wait)."""
+        return self.wait_for_idle and not self.force
+
+
+@dataclass(frozen=True)
 class PodFields:
     command: tuple[str, ...] = ()
     container_port: int | None = None
@@ -85,6 +104,10 @@ class PodFields:
     # LLMKube protects startup when `disruption` is unset.
     disruption: Disruption = field(default_factory=Disruption)
     max_pod_lifetime_seconds: int | None = None
+    # How long recycling waits for an expired pod to go idle (rolloutPolicy.waitForIdle);
+    # None: as long as it takes, 0: not at all.
+    max_pod_lifetime_idle_timeout_seconds: int | None = None
+    rollout: RolloutPolicy = field(default_factory=RolloutPolicy)
     rope_scaling: RopeScaling | None = None
     speculative: Speculative | None = None
 
@@ -219,6 +242,17 @@ def _speculative(raw: Obj | None, errors: list[str]) -> Speculative | None:
     return Speculative(kind, raw.get("nDraftMax"), raw.get("pMin"), ref or file or None)
 
 
+def _bounded(seconds: int | None) -> int | None:
+    return None if seconds is None else min(max(seconds, 0), MAX_SECONDS)
+
+
+def _rollout(raw: Obj | None) -> RolloutPolicy:
+    if not raw:
+        return RolloutPolicy()
+    timeout = _bounded(raw.get("idleTimeoutSeconds")) or DEFAULT_IDLE_TIMEOUT
+    return RolloutPolicy(bool(raw.get("waitForIdle")), timeout, bool(raw.get("force")))
+
+
 def parse_pod_fields(data: Obj) -> tuple[PodFields, list[str]]:
     """The typed fields and the errors, by field path; data is the spec after schema
     validation (types and bounds already checked)."""
@@ -255,6 +289,10 @@ def parse_pod_fields(data: Obj) -> tuple[PodFields, list[str]]:
             else Disruption()
         ),
         max_pod_lifetime_seconds=lifetime,
+        max_pod_lifetime_idle_timeout_seconds=_bounded(
+            data.get("maxPodLifetimeIdleTimeoutSeconds")
+        ),
+        rollout=_rollout(data.get("rolloutPolicy")),
         rope_scaling=_rope(data.get("ropeScaling"), errors),
         speculative=_speculative(data.get("speculativeDecoding"), errors),
     )

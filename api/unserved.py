@@ -55,8 +55,6 @@ INFERENCE_SERVICE: Mapping[str, object] = {
     "hotCacheMaxSize": None,
     "pagedSSDCacheMaxSize": None,
     "personaPlexConfig": None,
-    "rolloutPolicy": None,
-    "maxPodLifetimeIdleTimeoutSeconds": None,
     "multiNode.rdmaResource": None,
     "multiNode.ibGIDIndex": None,
     "multiNode.members[].fabric.socketInterface": None,

@@ -11,11 +11,18 @@ from typing import Protocol
 _last: tuple[int, str] = (-1, "")
 
 
+def wall() -> float:
+    """Wall-clock seconds (time.time) as reconciles read them: the time conditions carry
+    and the deadlines they compute from it (a pod's lifetime, a held rollout's timeout).
+    One function, so a test moves both at once (monkeypatch controller.clock.wall)."""
+    return time.time()
+
+
 def now() -> str:
     """The current second, e.g. 2026-12-03T16:20:01Z: formatted once per second, not per
     call (every condition that changes and every Event carries one)."""
     global _last
-    second = int(time.time())
+    second = int(wall())
     if _last[0] != second:
         _last = (second, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(second)))
     return _last[1]

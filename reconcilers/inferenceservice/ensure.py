@@ -6,14 +6,16 @@ InferenceService so that deleting it cleans them up; first the model cache claim
 pods mount (created once, never applied) and the ResourceClaimTemplate made for the user
 (reconcilers/devices/managed.py), whose older versions are deleted once no pod of the
 service uses them. An object of the same name that the service does not own is never
-taken over: `Applied.conflict` says so.
+taken over: `Applied.conflict` says so. A change of the Deployment's pod template
+passes spec.rolloutPolicy first (rollout.py), which may hold it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from api import InferenceServiceSpec, ModelSpec
+from api import conditions as c
 from controller.resources import DEPLOYMENT, POD, RESOURCE_CLAIM_TEMPLATE, SERVICE, object_key
 from objtypes import Obj
 from reconcilers.context import Context
@@ -23,6 +25,13 @@ from reconcilers.inferenceservice.autoscaling import ensure_autoscaler
 from reconcilers.inferenceservice.disruption import ensure_budget, protected
 from reconcilers.inferenceservice.plan import CLAIMED_ANNOTATION, Plan
 from reconcilers.inferenceservice.pods import owned_pods, pod_ready, service_pods, unschedulable
+from reconcilers.inferenceservice.rollout import (
+    Gate,
+    gate,
+    previous_condition,
+    record_template,
+    unheld,
+)
 from reconcilers.inferenceservice.scope import Scope
 from reconcilers.inferenceservice.workload import (
     build_deployment,
@@ -32,7 +41,8 @@ from reconcilers.inferenceservice.workload import (
 )
 from reconcilers.pod_security import restricted_namespace
 from reconcilers.sources.cache_claim import ClaimMaker
-from reconcilers.writes.apply import NotOwned, ensure, replace_pod_if_changed
+from reconcilers.writes.apply import NotOwned, ensure, owned_by, replace_pod_if_changed
+from reconcilers.writes.conditions import Condition
 
 
 @dataclass(frozen=True)
@@ -41,6 +51,7 @@ class Applied:
     running: int = 0
     pending: str = ""  # the scheduler's word on a pending pod
     conflict: str | None = None  # an object in the way that the service does not own
+    rollout: Gate = field(default_factory=Gate)  # what spec.rolloutPolicy decided
 
 
 async def apply(
@@ -50,7 +61,9 @@ async def apply(
     model: ModelSpec,
     plan: Plan,
     claims: ClaimMaker,
+    now: float,
 ) -> Applied:
+    """now: wall-clock seconds (a held rollout's timeout runs on them)."""
     uid = isvc["metadata"]["uid"]
     try:
         # The cache claim first: the pods mount it (create only; never changed).
@@ -60,7 +73,7 @@ async def apply(
         if service.multi_node is not None:
             applied = await _members(ctx, isvc, service, model, plan)
         else:
-            applied = await _deployment(ctx, isvc, service, model, plan)
+            applied = await _deployment(ctx, isvc, service, model, plan, now)
         await ensure(
             ctx.client,
             ctx.cache,
@@ -130,7 +143,12 @@ def scope_of(
 
 
 async def _deployment(
-    ctx: Context, isvc: Obj, service: InferenceServiceSpec, model: ModelSpec, plan: Plan
+    ctx: Context,
+    isvc: Obj,
+    service: InferenceServiceSpec,
+    model: ModelSpec,
+    plan: Plan,
+    now: float,
 ) -> Applied:
     desired = build_deployment(scope_of(ctx, isvc, service, model, plan), plan.admitted)
     if plan.claimed is not None:
@@ -138,11 +156,24 @@ async def _deployment(
         annotations[CLAIMED_ANNOTATION] = str(plan.claimed)
     if plan.queue is not None:
         label_workload(desired, plan.queue)
-    live = await ensure(ctx.client, ctx.cache, DEPLOYMENT, desired, isvc["metadata"]["uid"])
+    record_template(desired, service.runtime)
+    ns, name = object_key(isvc)
+    uid = isvc["metadata"]["uid"]
+    current = ctx.cache.get(DEPLOYMENT, ns, name)
+    if current is not None and not owned_by(current, uid):
+        raise NotOwned(DEPLOYMENT, name)
+    status = ctx.status.current(isvc)
+    decided, wanted = await gate(
+        ctx.cache, isvc, service, desired, current, now, status, (CLAIMED_ANNOTATION,)
+    )
+    if wanted is None and current is not None:
+        live = current  # held, and the template it runs is not known: left as it is
+    else:
+        live = await ensure(ctx.client, ctx.cache, DEPLOYMENT, wanted or desired, uid)
     status = live.get("status") or {}
     ready = int(status.get("readyReplicas") or 0)
     running = int(status.get("replicas") or 0)
-    return Applied(ready, running, unschedulable(ctx.cache, isvc))
+    return Applied(ready, running, unschedulable(ctx.cache, isvc), rollout=decided)
 
 
 async def _members(
@@ -162,4 +193,21 @@ async def _members(
         if live["metadata"]["name"] not in wanted:
             await ctx.client.delete(POD, ns, live["metadata"]["name"])
     group = 1 if pods else 0
-    return Applied(group if ready == len(pods) else 0, group, unschedulable(ctx.cache, isvc))
+    return Applied(
+        group if ready == len(pods) else 0,
+        group,
+        unschedulable(ctx.cache, isvc),
+        rollout=_members_rollout(ctx.status.current(isvc), service),
+    )
+
+
+def _members_rollout(status: Obj, service: InferenceServiceSpec) -> Gate:
+    """multiNode member pods are replaced without an idle check: the condition says so."""
+    policy = service.fields.rollout
+    if not policy.holds:
+        return Gate(False, unheld(previous_condition(status), policy))
+    message = (
+        "spec.multiNode: member pods are replaced without an idle check (rolloutPolicy "
+        "holds a Deployment's pod template)"
+    )
+    return Gate(False, Condition(c.ROLLOUT_DEFERRED, False, c.IDLE_CHECK_UNSUPPORTED, message))

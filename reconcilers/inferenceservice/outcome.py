@@ -182,5 +182,6 @@ async def write_served(
     for i in integrations:
         fields.update(i.status)
     cleared = tuple(t for i in integrations for t in i.cleared)
-    conditions = [*plan.conditions, *workload, *added]
+    rollout = [applied.rollout.condition] if applied.rollout.condition is not None else []
+    conditions = [*plan.conditions, *workload, *rollout, *added]
     await ctx.status.write(INFERENCE_SERVICE, isvc, fields, conditions, cleared)

@@ -8,26 +8,41 @@ Eviction API, so PodDisruptionBudgets are respected and the Deployment replaces 
 none has run out, the reconcile asks to be run again at the next expiry. A budget that
 refuses the eviction (429), or missing RBAC (403, with a Warning Event), is retried
 after RETRY seconds. With one replica a recycle is a restart: the model loads again.
-`maxPodLifetimeIdleTimeoutSeconds` only applies with rolloutPolicy.waitForIdle, which
-llmkube-py does not serve, so it is reported as not served.
+
+With rolloutPolicy.waitForIdle (LLMKube's pod_lifetime.go; `force` is for pod-template
+changes and does not apply here) an expired pod is evicted only while it is idle: the
+expired pods are asked (idle.py) and the first idle one is evicted. Only the pod evicted
+is asked: its requests are the ones an eviction drops (LLMKube asks every replica, so a
+service with one busy replica would never recycle). A pod whose runtime has no idle signal
+(UNSUPPORTED) is evicted as if idle; one whose answer cannot be read (UNKNOWN) waits as if
+busy. `maxPodLifetimeIdleTimeoutSeconds` bounds the wait, counted from the pod's expiry:
+past it the pod is evicted busy (0: no wait, though an idle expired pod still goes
+first; unset: as long as it takes). While
+they wait the reconcile looks again every CHECK_INTERVAL seconds, and the first wait for
+a pod sends one Normal Event `PodRecycleDeferred` naming it.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 
 import structlog
 
 from api import InferenceServiceSpec
 from controller.errors import ApiError
-from controller.resources import DEPLOYMENT, POD
+from controller.resources import DEPLOYMENT, POD, object_key
 from objtypes import Obj
 from reconcilers.context import Context
+from reconcilers.inferenceservice import idle
+from reconcilers.inferenceservice.rollout import CHECK_INTERVAL, runtime_of
 from reconcilers.ownership import SERVICE_LABEL
+from runtimes.idle import IDLE, UNSUPPORTED, Reading, signal_for
 
 RETRY = 30.0
 RECYCLED = "PodRecycled"
 FORBIDDEN = "PodRecycleForbidden"
+DEFERRED = "PodRecycleDeferred"
 log = structlog.get_logger("pod_lifetime")
 
 
@@ -56,33 +71,126 @@ def rollout_settled(dep: Obj) -> bool:
     )
 
 
-def expiry(pods: list[Obj], lifetime: int, now: float) -> tuple[Obj | None, float]:
-    """The pod to recycle now (the first to expire; ties by name) and, when there is
-    none, the seconds until the next one expires (0: none will)."""
-    expired: tuple[float, str, Obj] | None = None
+@dataclass(frozen=True)
+class Expired:
+    deadline: float  # when its lifetime ran out
+    name: str
+    pod: Obj
+
+
+def expired_pods(pods: list[Obj], lifetime: int, now: float) -> tuple[list[Expired], float]:
+    """The pods past their lifetime, the first to expire first (ties by name), and, when
+    there are none, the seconds until the next one expires (0: none will)."""
+    expired: list[Expired] = []
     earliest = 0.0
     for pod in pods:
         deadline = _seconds(pod["status"]["startTime"]) + lifetime
         if deadline > now:
             left = deadline - now
             earliest = left if earliest == 0 else min(earliest, left)
-        elif expired is None or (deadline, pod["metadata"]["name"]) < expired[:2]:
-            expired = (deadline, pod["metadata"]["name"], pod)
-    return (expired[2], 0.0) if expired else (None, earliest)
+        else:
+            expired.append(Expired(deadline, pod["metadata"]["name"], pod))
+    expired.sort(key=lambda e: (e.deadline, e.name))
+    return expired, (0.0 if expired else earliest)
 
 
-async def recycle_expired(
-    ctx: Context, isvc: Obj, service: InferenceServiceSpec, now: float
-) -> float:
-    """Evict at most one expired pod; the seconds after which to look again (0: a watch
-    event will bring us back)."""
-    lifetime = service.fields.max_pod_lifetime_seconds
-    if lifetime is None or service.multi_node is not None:
-        return 0.0
+class Recycler:
+    """Recycles pods past spec.maxPodLifetimeSeconds; remembers, per service, the pods it
+    has said it waits on (one PodRecycleDeferred Event each)."""
+
+    def __init__(self) -> None:
+        self._noted: dict[str, set[str]] = {}  # service uid -> pod uids
+
+    async def recycle_expired(
+        self, ctx: Context, isvc: Obj, service: InferenceServiceSpec, now: float
+    ) -> float:
+        """Evict at most one expired pod; the seconds after which to look again (0: a watch
+        event will bring us back)."""
+        uid = isvc["metadata"]["uid"]
+        pods = _settled_pods(ctx, isvc, service)
+        lifetime = service.fields.max_pod_lifetime_seconds
+        if pods is None or lifetime is None:
+            self._noted.pop(uid, None)
+            return 0.0
+        expired, wait = expired_pods(pods, lifetime, now)
+        if not expired:
+            self._noted.pop(uid, None)
+            return wait
+        if not service.fields.rollout.wait_for_idle:
+            return await _evict(ctx, isvc, expired[0].pod, "")
+        return await self._when_idle(ctx, isvc, service, expired, now)
+
+    async def _when_idle(
+        self,
+        ctx: Context,
+        isvc: Obj,
+        service: InferenceServiceSpec,
+        expired: list[Expired],
+        now: float,
+    ) -> float:
+        uid = isvc["metadata"]["uid"]
+        budget = service.fields.max_pod_lifetime_idle_timeout_seconds
+        ns, name = object_key(isvc)
+        dep = ctx.cache.get(DEPLOYMENT, ns, name)
+        signal = signal_for(runtime_of(dep, service) if dep is not None else service.runtime)
+        # A pod whose runtime is not serving (not running, or still loading) drops nothing.
+        asked = [idle.replica_of(e.pod) for e in expired if idle.serving(e.pod)]
+        readings: dict[str, Reading] = {}
+        if signal is not None:
+            readings = await idle.probe(asked, signal)
+        for e in expired:
+            if not idle.serving(e.pod):
+                reading = Reading(IDLE)
+            else:
+                reading = readings.get(e.name, Reading(UNSUPPORTED, "its runtime has none"))
+            if reading.state == IDLE:
+                self._noted.pop(uid, None)
+                return await _evict(ctx, isvc, e.pod, " (it was idle)")
+            if reading.state == UNSUPPORTED:
+                self._noted.pop(uid, None)
+                return await _evict(ctx, isvc, e.pod, f" (no idle signal: {reading.detail})")
+        for e in expired:
+            if budget is not None and now >= e.deadline + budget:
+                self._noted.pop(uid, None)
+                why = readings[e.name].detail
+                return await _evict(
+                    ctx,
+                    isvc,
+                    e.pod,
+                    f" and {budget}s of maxPodLifetimeIdleTimeoutSeconds, still not idle ({why})",
+                )
+        noted = self._noted.setdefault(uid, set())
+        for e in expired:
+            pod_uid = e.pod["metadata"]["uid"]
+            if pod_uid not in noted:
+                noted.add(pod_uid)
+                limit = (
+                    f"at most {budget}s past its lifetime (maxPodLifetimeIdleTimeoutSeconds)"
+                    if budget is not None
+                    else "as long as it takes (maxPodLifetimeIdleTimeoutSeconds is not set)"
+                )
+                await ctx.recorder.record(
+                    isvc,
+                    "Normal",
+                    DEFERRED,
+                    f"Pod {e.name} is past maxPodLifetimeSeconds and not idle "
+                    f"({readings[e.name].detail}); rolloutPolicy.waitForIdle: its eviction "
+                    f"waits {limit}",
+                )
+        log.info("pod recycle waits for an idle pod", service=name, namespace=ns)
+        left = [e.deadline + budget - now for e in expired] if budget is not None else []
+        return min([CHECK_INTERVAL, *left])
+
+
+def _settled_pods(ctx: Context, isvc: Obj, service: InferenceServiceSpec) -> list[Obj] | None:
+    """The Deployment's pods when recycling may touch them: the Deployment settled and
+    every pod accounted for, started and Ready; None otherwise."""
+    if service.fields.max_pod_lifetime_seconds is None or service.multi_node is not None:
+        return None
     ns, name = isvc["metadata"]["namespace"], isvc["metadata"]["name"]
     dep = ctx.cache.get(DEPLOYMENT, ns, name)
     if dep is None or not rollout_settled(dep):
-        return 0.0
+        return None
     pods = [
         p
         for p in ctx.cache.list(POD, ns)
@@ -96,14 +204,12 @@ async def recycle_expired(
         and _ready(p)
         for p in pods
     ):
-        return 0.0
-    pod, wait = expiry(pods, lifetime, now)
-    if pod is None:
-        return wait
-    return await _evict(ctx, isvc, pod)
+        return None
+    return pods
 
 
-async def _evict(ctx: Context, isvc: Obj, pod: Obj) -> float:
+async def _evict(ctx: Context, isvc: Obj, pod: Obj, why: str) -> float:
+    """Evict pod; `why` adds to the PodRecycled Event's reason for it."""
     ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
     body = {
         "apiVersion": "policy/v1",
@@ -133,6 +239,6 @@ async def _evict(ctx: Context, isvc: Obj, pod: Obj) -> float:
         isvc,
         "Normal",
         RECYCLED,
-        f"Evicted pod {name} after maxPodLifetimeSeconds; the Deployment replaces it",
+        f"Evicted pod {name} after maxPodLifetimeSeconds{why}; the Deployment replaces it",
     )
     return 0.0

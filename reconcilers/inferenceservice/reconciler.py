@@ -6,8 +6,10 @@ InferenceService so that deleting it cleans them up. When any step fails, the
 existing workload is left as it is and a condition says why; nothing is deleted.
 
 A reconcile is: validate (here), plan (plan.py: pure, what to run and every
-condition known before writing), apply (apply.py: server-side apply of the
-workload) and status (status.py: status and its Events).
+condition known before writing), apply (ensure.py: server-side apply of the
+workload; a pod-template change passes spec.rolloutPolicy, rollout.py) and status
+(outcome.py: status and its Events), then pod recycling (pod_lifetime.py). It reads
+the wall clock once (controller.clock.wall), for the held rollout and the recycling.
 
 DRA: without a GPU count the runtime is sized from the devices the Model's claims ask
 for (DeviceCount says so, or says both numbers when count disagrees); what DRA
@@ -17,7 +19,6 @@ the Kueue path (reconcilers/devices/kueue.py).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -34,6 +35,7 @@ from api import (
 from api import conditions as c
 from api.source import host_path_error
 from api.volumes import host_path_volume_errors
+from controller import clock
 from controller.informer import Event
 from controller.reconcile import Request, Result, Watch
 from controller.resources import (
@@ -68,7 +70,7 @@ from reconcilers.inferenceservice.outcome import (
     write_served,
 )
 from reconcilers.inferenceservice.plan import observe, observe_managed, plan
-from reconcilers.inferenceservice.pod_lifetime import recycle_expired
+from reconcilers.inferenceservice.pod_lifetime import Recycler
 from reconcilers.inferenceservice.pods import has_workload, index_pods
 from reconcilers.inferenceservice.predicates import deployment_status, read_changed
 from reconcilers.inferenceservice.slo import ensure_slo
@@ -83,6 +85,12 @@ NOT_OWNED_RECHECK = 60.0
 log = structlog.get_logger("inferenceservice")
 
 
+def earliest(*delays: float) -> float:
+    """The soonest of the requeue delays asked for (0: none asked)."""
+    asked = [d for d in delays if d > 0]
+    return min(asked) if asked else 0.0
+
+
 def _model_ref(isvc: Obj) -> Any:
     return (isvc.get("spec") or {}).get("modelRef")
 
@@ -93,6 +101,7 @@ class InferenceServiceReconciler:
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
         self.claims = ClaimMaker()  # the model cache claims made by this controller run
+        self.recycler = Recycler()  # maxPodLifetimeSeconds, and the pods it waits on
         index_pods(ctx.cache)  # its pods by the service label, kept from the first event on
         index_slices(ctx.cache)  # allocated devices' product and memory, by driver/pool
         # Pyrra's and the AI Gateway's types, which the cluster may not serve (discovery).
@@ -324,7 +333,8 @@ class InferenceServiceReconciler:
         if decided.refused:
             await write_refused(self.ctx, isvc, decided)
             return Result()
-        applied = await apply(self.ctx, isvc, service, model, decided, self.claims)
+        now = clock.wall()
+        applied = await apply(self.ctx, isvc, service, model, decided, self.claims, now)
         # spec.slo and spec.endpoint.gateway: conditions of their own, never a failure.
         integrations = (
             await ensure_slo(self.ctx, self.served, isvc, service),
@@ -333,8 +343,10 @@ class InferenceServiceReconciler:
         await write_served(self.ctx, isvc, service, model, decided, applied, integrations)
         if applied.conflict is not None:
             return Result(requeue_after=NOT_OWNED_RECHECK)
-        # maxPodLifetimeSeconds: the next pod to recycle, if any.
-        after = await recycle_expired(self.ctx, isvc, service, time.time())
+        # maxPodLifetimeSeconds: the next pod to recycle, if any; a held rollout's next look;
+        # an integration whose CRDs are missing, looked at again.
+        recycle = await self.recycler.recycle_expired(self.ctx, isvc, service, now)
+        after = earliest(recycle, applied.rollout.requeue)
         if any(i.recheck for i in integrations):
-            after = min(after, RECHECK) if after > 0 else RECHECK
+            after = earliest(after, RECHECK)
         return Result(requeue_after=after)

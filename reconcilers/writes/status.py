@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from api.conditions import NORMAL_EVENT_REASONS, WARNING_EVENT_REASONS
 from controller.events import NORMAL, WARNING, EventRecorder
 from controller.kube import KubeClient
 from controller.resources import ResourceType
@@ -94,7 +95,15 @@ class StatusWriter:
             self._written.clear()
         self._written[meta.get("uid", "")] = (_rv(written), status)
         for c in transitions(old_conditions, status["conditions"]):
-            self.recorder.emit(  # queued, never awaited (record() without its coroutine)
-                obj, NORMAL if c["status"] == "True" else WARNING, c["reason"], c["message"]
-            )
+            # queued, never awaited (record() without its coroutine)
+            self.recorder.emit(obj, event_type(c), c["reason"], c["message"])
         return True
+
+
+def event_type(condition: Obj) -> str:
+    """The type of the Event a condition's transition sends."""
+    if condition["reason"] in NORMAL_EVENT_REASONS:
+        return NORMAL
+    if condition["reason"] in WARNING_EVENT_REASONS:
+        return WARNING
+    return NORMAL if condition["status"] == "True" else WARNING

@@ -43,13 +43,13 @@ async def test_service_condition_and_one_warning_then_true_when_removed(
     kube: KubeClient, controller: Manager
 ) -> None:
     await apply_text(kube, CPU_MODEL)
-    extra = "  rolloutPolicy: {force: true}\n  evictionProtection: true"
+    extra = "  evictionProtection: true\n  turboQuantBits: 4"
     await apply_text(kube, isvc_yaml("s", "m", "vllm", extra))
     obj = await fields_served(kube, INFERENCE_SERVICE, "s", "False")
     found = condition(obj, "FieldsServed")
     assert found is not None
     assert found["reason"] == "FieldsNotServed"
-    assert found["message"].endswith("spec.evictionProtection, spec.rolloutPolicy")
+    assert found["message"].endswith("spec.evictionProtection, spec.turboQuantBits")
     # The rest of the spec is served as if the fields were absent.
     assert condition(obj, "RuntimeConfigured")["status"] == "True"  # type: ignore[index]
 
@@ -59,7 +59,7 @@ async def test_service_condition_and_one_warning_then_true_when_removed(
 
     events = await eventually(one_warning, what="the FieldsNotServed Event")
     assert len(events) == 1 and events[0]["type"] == "Warning"
-    assert "spec.evictionProtection, spec.rolloutPolicy" in events[0]["message"]
+    assert "spec.evictionProtection, spec.turboQuantBits" in events[0]["message"]
 
     await reapply(kube, isvc_yaml("s", "m", "vllm"))
     obj = await fields_served(kube, INFERENCE_SERVICE, "s", "True")

@@ -28,7 +28,6 @@ import re
 import signal
 import socket
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -54,12 +53,11 @@ from runtimes.command import SPLIT_MODES
 from runtimes.images import VERSIONS
 from runtimes.problems import runtime_problems
 from runtimes.spellings import LLAMACPP
+from tests.support.llama_server import BUILD_SCRIPT, build_llama_server
 from tests.support.paths import DATA, REPO
 
 # The first test may build the binary (minutes); every wait below has its own deadline.
 pytestmark = pytest.mark.timeout(3600)
-
-BUILD_SCRIPT = REPO / "scripts" / "build-llama-server.sh"
 
 ISVC = {"metadata": {"name": "svc", "namespace": "ns", "uid": "u"}}
 # The samples load GGUF files from host paths: an operator serving them allows their roots.
@@ -184,17 +182,7 @@ REFUSED_SAMPLES = {
 @pytest.fixture(scope="session")
 def llama_server() -> Path:
     """The cached binary, built on first use; skip (with the reason) where it cannot be."""
-    env = {**os.environ, "PYTHON": sys.executable}
-    try:
-        done = subprocess.run(
-            ["bash", str(BUILD_SCRIPT)], capture_output=True, text=True, env=env, timeout=3300
-        )
-    except (OSError, subprocess.TimeoutExpired) as e:
-        pytest.skip(f"llama-server could not be built: {e}")
-    if done.returncode != 0:
-        tail = " | ".join(done.stderr.strip().splitlines()[-5:])
-        pytest.skip(f"llama-server could not be built ({BUILD_SCRIPT.name}): {tail}")
-    return Path(done.stdout.strip().splitlines()[-1])
+    return build_llama_server()
 
 
 @pytest.fixture(scope="session")
