@@ -30,7 +30,12 @@ from tests.support.cluster_objects import (
     model_cache_volume,
     wait_for,
 )
-from tests.support.kube_cluster import ControllerProcess, install_chart, start_controller
+from tests.support.kube_cluster import (
+    CLUSTER_CHART_VALUES,
+    ControllerProcess,
+    install_chart,
+    start_controller,
+)
 from tests.support.waiting import condition
 
 SERVICE = (
@@ -255,8 +260,9 @@ def test_apiserver_restart_with_etcd_kept_loses_nothing(
 def test_two_controllers_elect_one_leader_on_the_real_lease_api(
     kube_cluster: KubeCluster, chart_controller: ControllerProcess, tmp_path: Path
 ) -> None:
-    # `helm upgrade --set replicas=2`: leader election on, and the Role for its Lease.
-    docs = chart.render({"webhook": {"enabled": False}, "replicas": 2})
+    # `helm upgrade --set replicas=2`: leader election on, and the Role for its Lease; the
+    # rest as the tier installed it (the ClusterRole is the session controller's too).
+    docs = chart.render({**CLUSTER_CHART_VALUES, "replicas": 2})
     install_chart(kube_cluster, docs, chart.NAMESPACE)
     account = chart.find(docs, "ServiceAccount")["metadata"]["name"]
     args = chart.controller_args(docs)

@@ -99,12 +99,20 @@ def test_slo_and_route_are_accepted_owned_and_collected_with_the_service(
     model_cache_volume(kube_cluster, namespace)
     apply_yaml(kube_cluster, SERVICE, namespace)
 
+    seen: list[Obj] = []
+
     def integrated() -> Obj | None:
         isvc = get(kube_cluster, ISVC.format(ns=namespace)) or {}
+        seen[:] = [isvc]
         ready = [(condition(isvc, t) or {}).get("status") for t in ("SLOReady", "GatewayReady")]
         return isvc if ready == ["True", "True"] else None
 
-    isvc = wait_for(integrated, "SLOReady and GatewayReady True", kube_cluster)
+    try:
+        isvc = wait_for(integrated, "SLOReady and GatewayReady True", kube_cluster)
+    except AssertionError as e:
+        conditions = ((seen[0] if seen else {}).get("status") or {}).get("conditions")
+        ours = [line for line in chart_controller.log().splitlines() if namespace in line]
+        raise AssertionError(f"{conditions}\n" + "\n".join(ours[-40:])) from e
     assert isvc["status"]["gateway"] == {"routeReady": True, "modelName": "small-chat"}
     uid = isvc["metadata"]["uid"]
     for kind, path in OBJECTS.items():
