@@ -71,7 +71,7 @@ def tainted(cluster: KubeCluster, effect: str) -> None:
     )
 
 
-def model(claims: bool) -> str:
+def model(claims: bool, tolerations: str = "") -> str:
     gpu = (
         "{enabled: true, resourceClaims: [{name: gpu, resourceClaimTemplateName: one-gpu}]}"
         if claims
@@ -100,8 +100,8 @@ metadata: {name: one-gpu}
 spec:
   spec:
     devices:
-      requests: [{name: gpu, exactly: {deviceClassName: gpu.nvidia.com}}]
-"""
+      requests: [{name: gpu, exactly: {deviceClassName: gpu.nvidia.com%s}}]
+""" % (f", tolerations: {tolerations}" if tolerations else "")
     return text
 
 
@@ -215,3 +215,18 @@ def test_a_no_execute_taint_evicts_the_running_pod_and_the_status_says_so(
     condition(taints_cluster, path, "DeviceTaintEviction", said)
     condition(taints_cluster, path, "WorkloadReady", "example.com/ecc=failed:NoExecute")
     assert taints_controller.api_errors(ns) == []
+
+
+def test_a_tolerated_taint_is_allocated_and_not_named(
+    taints_cluster: KubeCluster, taints_controller: ControllerProcess, ns: str
+) -> None:
+    tainted(taints_cluster, "NoSchedule")
+    apply_yaml(taints_cluster, model(True, "[{key: example.com/ecc, operator: Exists}]"), ns)
+    running_pod(taints_cluster, ns)
+    path = f"{API}/{ns}/models/qwen"
+    accelerator = condition(taints_cluster, path, "AcceleratorReady", "")
+    assert "example.com/ecc" not in accelerator["message"], accelerator
+    workload = condition(
+        taints_cluster, f"{API}/{ns}/inferenceservices/chat", "WorkloadReady", "1/1 replicas ready"
+    )
+    assert workload["status"] == "True", workload
