@@ -38,6 +38,8 @@ DEVICE_COUNT = "DeviceCount"
 RUNTIME_CONFIGURED = "RuntimeConfigured"
 MULTI_NODE_WITH_DRA = "MultiNodeWithDRA"
 EXTENDED_RESOURCE_OVERLAP = "ExtendedResourceOverlap"
+# A pod of the service was evicted by a NoExecute device taint (KEP-5055).
+DEVICE_TAINT_EVICTION = "DeviceTaintEviction"
 # reasons
 RESOLVED = "Resolved"
 ARGV_VALID = "ArgvValid"

@@ -24,7 +24,7 @@ import sys
 import tempfile
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +55,9 @@ CONTROLLERS = (
     "persistentvolume-binder-controller",
     "node-lifecycle-controller",  # lifts the not-ready taint admission puts on new nodes
     "resourceclaim-controller",
+    # KEP-5055: deletes pods whose device got a NoExecute taint; kube-controller-manager
+    # skips it while the DRADeviceTaints gate is off (off by default before 1.36).
+    "device-taint-eviction-controller",
 )
 # What a real node's Services need on top: EndpointSlices (kube-proxy reads them), the
 # Endpoints Prometheus' service discovery reads, and the garbage collection of pods.
@@ -95,6 +98,8 @@ class KubeCluster:
         nodes: int = DEFAULT_NODES,
         gpus: int = DEFAULT_GPUS,
         address: str = "127.0.0.1",
+        feature_gates: Mapping[str, bool] | None = None,
+        runtime_config: tuple[str, ...] = (),
     ) -> None:
         """`address`: where the apiserver listens and what it advertises. Loopback for
         kwok nodes; a real node's address (devcluster/node.py, inside its network
@@ -102,7 +107,15 @@ class KubeCluster:
         Service's endpoints are that address (pods reach the apiserver through it), the
         Node authorizer runs beside RBAC, the apiserver reaches kubelets by InternalIP
         with a client certificate (`kubectl logs/exec`), and the controller-manager also
-        keeps EndpointSlices (kube-proxy, Prometheus)."""
+        keeps EndpointSlices (kube-proxy, Prometheus).
+        `feature_gates`: `--feature-gates` of kube-apiserver, kube-controller-manager and
+        kube-scheduler (e.g. DRADeviceTaints, alpha on 1.34); `runtime_config`:
+        kube-apiserver's `--runtime-config` entries (e.g. `resource.k8s.io/v1alpha3=true`
+        for DeviceTaintRule on 1.34)."""
+        self.feature_gates = dict(feature_gates or {})
+        self.runtime_config = runtime_config
+        # Read by the fake DRA driver before each publish (taint_devices).
+        self.taints_file = workdir / "device-taints.json"
         self.bin = bin_dir
         self.dir = workdir
         self.nodes = [f"kwok-node-{i}" for i in range(nodes)]
@@ -226,6 +239,12 @@ class KubeCluster:
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
                 "--allow-privileged=true",
                 "--v=1",
+                *self._gates(),
+                *(
+                    ["--runtime-config=" + ",".join(self.runtime_config)]
+                    if self.runtime_config
+                    else []
+                ),
                 *self._apiserver_node_args(),
             ],
         )
@@ -268,8 +287,23 @@ class KubeCluster:
                 "--leader-elect=false",
                 "--concurrent-gc-syncs=5",
                 "--v=1",
+                *self._gates(),
             ],
         )
+
+    def _gates(self) -> list[str]:
+        if not self.feature_gates:
+            return []
+        given = ",".join(f"{k}={str(v).lower()}" for k, v in sorted(self.feature_gates.items()))
+        return [f"--feature-gates={given}"]
+
+    def taint_devices(self, taints: Mapping[str, list[dict[str, str]]]) -> None:
+        """Have the fake DRA driver publish these taints (`<node>/<device>` -> [{key,
+        value, effect}]) from its next publish on, replacing those it published before;
+        the apiserver keeps them only while DRADeviceTaints is on."""
+        staged = self.taints_file.with_suffix(".tmp")
+        staged.write_text(json.dumps(dict(taints)))
+        staged.replace(self.taints_file)
 
     def _controllers(self) -> tuple[str, ...]:
         return CONTROLLERS + NODE_CONTROLLERS if self.real_node else CONTROLLERS
@@ -287,6 +321,7 @@ class KubeCluster:
                 f"--cert-dir={self.dir / 'scheduler-certs'}",
                 "--leader-elect=false",
                 "--v=1",
+                *self._gates(),
             ],
         )
 
@@ -315,6 +350,7 @@ class KubeCluster:
                 f"--kubeconfig={self.admin_kubeconfig}",
                 "--nodes=" + ",".join(self.nodes),
                 f"--gpus={self.gpus}",
+                f"--taints-file={self.taints_file}",
             ],
         )
 

@@ -9,6 +9,10 @@ plugin has devices to allocate. It applies the objects (server-side apply, its o
 manager) and keeps them there until it is stopped:
 
     python -m devcluster.fake_dra_driver --kubeconfig K --nodes n1,n2 --gpus 4
+
+`--taints-file` names a JSON file, re-read before each publish, that maps
+`<node>/<device>` to the device's taints (KEP-5055, `spec.devices[].taints`: key, value,
+effect), as a real driver taints a device it finds unhealthy; a missing file taints none.
 """
 
 from __future__ import annotations
@@ -16,8 +20,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import signal
 import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
 
 from controller.errors import ApiError
 from controller.kube import KubeClient
@@ -49,7 +57,8 @@ def device_class() -> Obj:
     }
 
 
-def resource_slice(node: str, gpus: int) -> Obj:
+def resource_slice(node: str, gpus: int, taints: Mapping[str, Any] | None = None) -> Obj:
+    taints = taints or {}
     devices = [
         {
             "name": f"gpu-{i}",
@@ -62,6 +71,7 @@ def resource_slice(node: str, gpus: int) -> Obj:
                 "driverVersion": {"version": "580.95.5"},
             },
             "capacity": {"memory": {"value": GPU_MEMORY}},
+            **({"taints": taints[f"{node}/gpu-{i}"]} if taints.get(f"{node}/gpu-{i}") else {}),
         }
         for i in range(gpus)
     ]
@@ -78,9 +88,19 @@ def resource_slice(node: str, gpus: int) -> Obj:
     }
 
 
-async def publish(client: KubeClient, nodes: list[str], gpus: int) -> None:
+def read_taints(path: Path | None) -> Mapping[str, Any]:
+    if path is None or not path.exists():
+        return {}
+    found = json.loads(path.read_text())
+    return found if isinstance(found, dict) else {}
+
+
+async def publish(
+    client: KubeClient, nodes: list[str], gpus: int, taints: Path | None = None
+) -> None:
     objects: list[tuple[ResourceType, Obj]] = [(DEVICE_CLASS, device_class())]
-    objects += [(RESOURCE_SLICE, resource_slice(node, gpus)) for node in nodes]
+    tainted = read_taints(taints)
+    objects += [(RESOURCE_SLICE, resource_slice(node, gpus, tainted)) for node in nodes]
     for rt, obj in objects:
         path = rt.object_path(None, obj["metadata"]["name"])
         await client.request(
@@ -98,6 +118,7 @@ async def main(argv: list[str]) -> int:
     p.add_argument("--nodes", required=True, help="comma-separated node names")
     p.add_argument("--gpus", type=int, default=4, help="GPUs per node")
     p.add_argument("--interval", type=float, default=5.0, help="seconds between re-publishes")
+    p.add_argument("--taints-file", type=Path, help="JSON: <node>/<device> -> taints")
     args = p.parse_args(argv)
     nodes = [n for n in args.nodes.split(",") if n]
     client = await KubeClient.connect(None, args.kubeconfig)
@@ -110,11 +131,11 @@ async def main(argv: list[str]) -> int:
         while not stop.is_set():
             # Re-applying unchanged objects writes nothing; one deleted comes back.
             try:
-                await publish(client, nodes, args.gpus)
+                await publish(client, nodes, args.gpus, args.taints_file)
                 if not published:
                     print("PUBLISHED", flush=True)
                     published = True
-            except (ApiError, OSError) as e:
+            except (ApiError, OSError, ValueError) as e:
                 print(f"publish failed: {e}", file=sys.stderr, flush=True)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), args.interval)

@@ -24,7 +24,9 @@ from objtypes import Obj
 from tests.support.helm import Helm, PodController, webhook_values
 from tests.support.kube_cluster import (
     ControllerProcess,
+    device_taint_gates,
     kube_binaries,
+    kube_version,
     node_requirements,
     run_chart_controller,
 )
@@ -110,6 +112,26 @@ def own_kube_cluster(tmp_path: Path) -> Iterator[KubeCluster]:
     """A control plane of this test's own, for what would disturb the others (etcd put
     back to an older copy); skipped like `kube_cluster`."""
     cluster = KubeCluster(kube_binaries(), tmp_path / "kube").start()
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def taints_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeCluster]:
+    """A control plane of the module's own with device taints (KEP-5055) on: the
+    DRADeviceTaints gate and DeviceTaintRule's API where the version needs them
+    (device_taint_gates), one kwok node with one fake GPU, the CRDs installed."""
+    bin_dir = kube_binaries()
+    gates, runtime = device_taint_gates(kube_version(bin_dir))
+    cluster = KubeCluster(
+        bin_dir,
+        tmp_path_factory.mktemp("kube-taints"),
+        nodes=1,
+        gpus=1,
+        feature_gates=gates,
+        runtime_config=runtime,
+    ).start()
+    cluster.install_crds(sorted((TESTS.parent / "charts/llmkube/crds").glob("*.yaml")))
     yield cluster
     cluster.stop()
 

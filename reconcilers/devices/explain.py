@@ -10,7 +10,10 @@ Each request is checked on its own against every published device (allocated one
 the question is whether it could ever be served), one pod's devices coming from one node,
 as the scheduler allocates them: class selectors first, then the request's own, in
 order, the first that leaves fewer devices on the best node than the request needs is
-named. firstAvailable fails only when every alternative does. Pure.
+named. Then the devices left must be enough without those tainted NoSchedule or
+NoExecute that the request does not tolerate (taints.py); else each tainted device
+(`driver/pool/device`) and its taint (`key=value:Effect`) is named. firstAvailable
+fails only when every alternative does. Pure.
 """
 
 from __future__ import annotations
@@ -23,6 +26,10 @@ from typing import Any
 
 from objtypes import Obj
 from reconcilers.devices.selectors import Device, SelectorError, matches
+from reconcilers.devices.taints import untolerated
+
+# Tainted devices a message names before it counts the rest.
+_SHOWN = 4
 
 
 @dataclass(frozen=True)
@@ -114,7 +121,36 @@ def _one(
             f"{where}: one pod needs {need} device(s) of DeviceClass {name!r}, the most one "
             f"node publishes is {_best_node(matching)}; published: {published(candidates)}",
         )
-    return None
+    return _tainted(claim, request, where, need, spec.get("tolerations"), matching)
+
+
+def _tainted(
+    claim: str,
+    request: str,
+    where: str,
+    need: int,
+    tolerations: Any,
+    matching: list[Device],
+) -> Shortfall | None:
+    """Too few of the matching devices are free of NoSchedule/NoExecute taints the
+    request does not tolerate: name each tainted device and its taints."""
+    blocked = {d.path: untolerated(d.taints, tolerations) for d in matching}
+    free = [d for d in matching if not blocked[d.path]]
+    if _best_node(free) >= need:
+        return None
+    tainted = sorted((path, taints) for path, taints in blocked.items() if taints)
+    shown = ", ".join(
+        f"{path} ({', '.join(str(t) for t in taints)})" for path, taints in tainted[:_SHOWN]
+    )
+    more = f" and {len(tainted) - _SHOWN} more" if len(tainted) > _SHOWN else ""
+    return Shortfall(
+        claim,
+        request,
+        None,
+        f"{where}: {len(tainted)} of {len(matching)} matching device(s) are tainted and the "
+        f"request does not tolerate it: {shown}{more} (one pod needs {need}, the most "
+        f"untainted on one node is {_best_node(free)})",
+    )
 
 
 def shortfalls(

@@ -31,6 +31,7 @@ from typing import Any
 import cel
 
 from objtypes import Obj
+from reconcilers.devices.taints import Taint, device_taints
 
 _QUANTITY = re.compile(r"^([+-]?)([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:([eE][+-]?[0-9]+)|([a-zA-Z]*))$")
 _SUFFIXES = {
@@ -175,6 +176,12 @@ class Device:
     node: str  # "" for a slice of all nodes (or selected by label)
     attributes: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     capacity: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+
+    @property
+    def path(self) -> str:
+        """`driver/pool/device`, the allocation result's three names."""
+        return f"{self.driver}/{self.pool}/{self.name}"
 
     def variable(self) -> Obj:
         return {
@@ -249,6 +256,7 @@ def devices(slices: Iterable[Obj]) -> list[Device]:
                     str(spec.get("nodeName") or ""),
                     attributes,
                     capacity,
+                    device_taints(d),
                 )
             )
     return found

@@ -14,6 +14,7 @@ from controller.resources import INFERENCE_SERVICE, object_key
 from objtypes import Obj
 from reconcilers.context import Context
 from reconcilers.devices.lookup import allocation_status
+from reconcilers.inferenceservice.device_taints import eviction_conditions
 from reconcilers.inferenceservice.ensure import Applied
 from reconcilers.inferenceservice.integrations import Integration
 from reconcilers.inferenceservice.plan import Plan
@@ -182,6 +183,9 @@ async def write_served(
     for i in integrations:
         fields.update(i.status)
     cleared = tuple(t for i in integrations for t in i.cleared)
+    if plan.demand is not None:
+        workload, untold = await eviction_conditions(ctx, isvc, model, workload)
+        cleared += untold
     rollout = [applied.rollout.condition] if applied.rollout.condition is not None else []
     conditions = [*plan.conditions, *workload, *rollout, *added]
     await ctx.status.write(INFERENCE_SERVICE, isvc, fields, conditions, cleared)

@@ -51,6 +51,7 @@ from controller.resources import (
     POD_DISRUPTION_BUDGET,
     RESOURCE_CLAIM,
     RESOURCE_CLAIM_TEMPLATE,
+    RESOURCE_SLICE,
     SERVICE,
     ResourceType,
     object_key,
@@ -156,6 +157,8 @@ class InferenceServiceReconciler:
             # KEP-5004, Kueue's verdict and the managed claims read DeviceClasses
             # (cluster-wide, rarely changed).
             Watch(DEVICE_CLASS, self._all_services),
+            # A device tainted or untainted (KEP-5055): pending pods are explained anew.
+            Watch(RESOURCE_SLICE, self._all_services),
             # Managed claims: whether any node advertises the device-plugin resource.
             Watch(NODE, self._all_services, predicates=(allocatable_changed,)),
         ]

@@ -159,6 +159,24 @@ def kube_binaries() -> Path:
     return bin_dir
 
 
+def kube_version(bin_dir: Path) -> tuple[int, int]:
+    """(major, minor) of the binaries scripts/build-kube.sh keeps in kube-<version>-<arch>/bin."""
+    found = re.match(r"^kube-(\d+)\.(\d+)\.", bin_dir.parent.name)
+    if found is None:
+        raise ValueError(f"no version in {bin_dir}")
+    return int(found.group(1)), int(found.group(2))
+
+
+def device_taint_gates(version: tuple[int, int]) -> tuple[dict[str, bool], tuple[str, ...]]:
+    """What a control plane needs for device taints (KEP-5055): before 1.36 the
+    DRADeviceTaints gate is alpha (off) and DeviceTaintRule is served only as
+    resource.k8s.io/v1alpha3 (which 1.34's device-taint-eviction-controller also reads);
+    from 1.36 the gate is on by default and nothing is given."""
+    if version >= (1, 36):
+        return {}, ()
+    return {"DRADeviceTaints": True}, ("resource.k8s.io/v1alpha3=true",)
+
+
 def node_requirements() -> tuple[list[str], str]:
     """What a real node lacks here, and how to get it."""
     from devcluster import node
