@@ -102,15 +102,20 @@ def slice_taints(slices: Iterable[Any]) -> dict[tuple[str, str, str], tuple[Tain
     return found
 
 
-def marked_devices(
+def devices_to_reread(
     allocation: Any, pods: Mapping[str, Mapping[str, Any]]
 ) -> list[tuple[str, str, str]]:
-    """The devices of the pods of `allocation` that the eviction controller marked."""
+    """The devices of the pods of `allocation` that the eviction controller marked, or
+    that are gone (`pods`: the cached pods by name): whether their device was tainted is
+    read afresh, since the slice's watch may lag the pod's and the last allocation naming
+    a gone pod is read only once."""
     rows = (allocation or {}).get("pods") if isinstance(allocation, Mapping) else None
     found = []
     for row in rows or []:
-        pod = pods.get(str(row.get("name") or "")) if isinstance(row, Mapping) else None
-        if pod is None or not _evicted_by_taint(pod):
+        if not isinstance(row, Mapping):
+            continue
+        pod = pods.get(str(row.get("name") or ""))
+        if pod is not None and not _evicted_by_taint(pod):
             continue
         for d in row.get("devices") or []:
             if isinstance(d, Mapping):

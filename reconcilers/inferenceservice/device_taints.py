@@ -24,8 +24,8 @@ from reconcilers.devices.lookup import BY_POOL, claim_objects, managed_templates
 from reconcilers.devices.taints import (
     NO_EXECUTE,
     Taint,
+    devices_to_reread,
     evictions,
-    marked_devices,
     request_tolerations,
     slice_taints,
 )
@@ -45,11 +45,11 @@ def _previous(status: Obj) -> Obj | None:
 
 
 async def _taints(ctx: Context, allocation: Obj | None, pods: dict[str, Obj]) -> Tainted:
-    """The slices' taints; for a marked pod's device the cache does not show tainted
-    NoExecute yet (the slice's watch behind the pod's), its pool's slices as the API
-    server has them now. Read only then: an eviction is rare."""
+    """The slices' taints; for a marked or departed pod's device the cache does not show
+    tainted NoExecute yet (the slice's watch behind the pod's), its pool's slices as the
+    API server has them now. Read only then, in the one reconcile after a pod goes."""
     taints = slice_taints(resource_slices(ctx.cache))
-    for driver, pool, device in marked_devices(allocation, pods):
+    for driver, pool, device in devices_to_reread(allocation, pods):
         if any(t.effect == NO_EXECUTE for t in taints.get((driver, pool, device), ())):
             continue
         try:

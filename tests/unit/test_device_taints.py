@@ -12,8 +12,8 @@ from reconcilers.devices import explain, selectors
 from reconcilers.devices.taints import (
     Taint,
     device_taints,
+    devices_to_reread,
     evictions,
-    marked_devices,
     request_tolerations,
     slice_taints,
     tolerates,
@@ -164,7 +164,9 @@ def test_no_eviction_while_the_pod_runs_unmarked_or_the_claim_tolerates_it() -> 
     )
 
 
-def test_the_devices_of_marked_pods_are_those_read_afresh() -> None:
-    assert marked_devices(ALLOCATION, {"chat-1": MARKED, "chat-2": {}}) == [(DRIVER, "n0", "gpu-0")]
-    assert marked_devices(ALLOCATION, {"chat-1": {}}) == []
-    assert marked_devices({"pods": ["junk"]}, {}) == []
+def test_the_devices_of_marked_and_departed_pods_are_those_read_afresh() -> None:
+    marked = {"chat-1": MARKED, "chat-2": {}}
+    assert devices_to_reread(ALLOCATION, marked) == [(DRIVER, "n0", "gpu-0")]
+    assert devices_to_reread(ALLOCATION, {"chat-1": {}}) == [(DRIVER, "n0", "gpu-1")]
+    assert devices_to_reread(ALLOCATION, {"chat-1": {}, "chat-2": {}}) == []
+    assert devices_to_reread({"pods": ["junk"]}, {}) == []
