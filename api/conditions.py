@@ -59,6 +59,10 @@ PROGRESSING = "Progressing"
 ALL_CLAIMS_FOUND = "AllClaimsFound"
 # DeviceCount: the GPUs come through a ResourceClaimTemplate the controller made.
 MANAGED_CLAIMS = "ManagedClaims"
+# gpuSharing shared through DRA: no published device of the class allows multiple
+# allocations; the shareable devices differ in memory, so a runtime's fraction is unknown.
+NO_SHAREABLE_DEVICE = "NoShareableDevice"
+AMBIGUOUS_DEVICE_MEMORY = "AmbiguousDeviceMemory"
 # rolloutPolicy.waitForIdle: True while a pod-template change is held for busy replicas.
 # The reasons while held and IdleTimeoutExceeded / IdleCheckUnsupported are LLMKube's;
 # LLMKube removes the condition once the change went ahead, llmkube-py says how it went.

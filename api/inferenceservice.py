@@ -466,6 +466,17 @@ STATUS = Object(
                 "deviceClass": Str(),
                 "count": Int(description="Devices one pod's claim asks for."),
                 "selectors": Array(items=Str(), description="Its CEL selectors (ANDed)."),
+                "sharing": Str(
+                    description="gpuSharing.mode as served through DRA: exclusive, shared "
+                    "(a share of a device's memory) or partitioned (partition devices)."
+                ),
+                "memory": Str(
+                    description="shared: the memory capacity each device's share consumes."
+                ),
+                "memoryFraction": Num(
+                    description="shared: the fraction of the device's memory the runtime "
+                    "preallocates (vLLM, SGLang, TGI)."
+                ),
             },
         ),
         "kueue": Object(
@@ -547,6 +558,8 @@ class RuntimeSettings:
     enable_expert_parallel: bool | None = None
     max_input_length: int | None = None  # TGI
     max_total_tokens: int | None = None  # TGI
+    # TGI's --cuda-memory-fraction: no spec field; set for a GPU shared through DRA.
+    cuda_memory_fraction: float | None = None
     parallel_slots: int | None = None  # llama.cpp --parallel, vLLM --max-num-seqs
     flash_attention: bool | None = None
     jinja: bool | None = None

@@ -2,7 +2,14 @@
 the bench run on it. Built from Go modules by scripts/build-kube.sh; not in the product
 wheel."""
 
-from .cluster import ClusterError, KubeCluster, binaries_dir, missing_binaries, start_cluster
+from .cluster import (
+    ClusterError,
+    KubeCluster,
+    binaries_dir,
+    binaries_version,
+    missing_binaries,
+    start_cluster,
+)
 from .objects import CLUSTER_SCOPED, object_path
 from .pki import Pki, kubeconfig
 from .process import Component, free_port
@@ -14,6 +21,7 @@ __all__ = [
     "KubeCluster",
     "Pki",
     "binaries_dir",
+    "binaries_version",
     "free_port",
     "kubeconfig",
     "missing_binaries",

@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import shutil
 import ssl
 import sys
@@ -67,6 +68,8 @@ NODE_CONTROLLERS = (
     "pod-garbage-collector-controller",
     "ttl-controller",
 )
+# scripts/build-kube.sh's default K8S_VERSION.
+PINNED_VERSION = (1, 34)
 SERVICE_CIDR = "10.96.0.0/16"
 SERVICE_IP = "10.96.0.1"  # the `kubernetes` Service's ClusterIP, first of SERVICE_CIDR
 
@@ -81,6 +84,23 @@ def binaries_dir() -> Path:
 
 
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+
+
+def binaries_version(bin_dir: Path) -> tuple[int, int]:
+    """(major, minor) of the binaries scripts/build-kube.sh keeps in kube-<version>-<arch>/bin;
+    the pinned release's for a folder named otherwise."""
+    found = re.match(r"^kube-(\d+)\.(\d+)\.", bin_dir.parent.name)
+    if found is None:
+        return PINNED_VERSION
+    return int(found.group(1)), int(found.group(2))
+
+
+def sharing_gates(version: tuple[int, int]) -> dict[str, bool]:
+    """What GPUs shared through DRA need: consumable capacity (KEP-5075) and partitionable
+    devices (KEP-4815) are alpha, off, before 1.36 and on by default from there."""
+    if version >= (1, 36):
+        return {}
+    return {"DRAConsumableCapacity": True, "DRAPartitionableDevices": True}
 
 
 def missing_binaries(bin_dir: Path) -> list[str]:
@@ -100,6 +120,7 @@ class KubeCluster:
         address: str = "127.0.0.1",
         feature_gates: Mapping[str, bool] | None = None,
         runtime_config: tuple[str, ...] = (),
+        sharing: bool = False,
     ) -> None:
         """`address`: where the apiserver listens and what it advertises. Loopback for
         kwok nodes; a real node's address (devcluster/node.py, inside its network
@@ -111,8 +132,12 @@ class KubeCluster:
         `feature_gates`: `--feature-gates` of kube-apiserver, kube-controller-manager and
         kube-scheduler (e.g. DRADeviceTaints, alpha on 1.34); `runtime_config`:
         kube-apiserver's `--runtime-config` entries (e.g. `resource.k8s.io/v1alpha3=true`
-        for DeviceTaintRule on 1.34)."""
-        self.feature_gates = dict(feature_gates or {})
+        for DeviceTaintRule on 1.34); `sharing`: the fake driver publishes shareable and
+        partitionable GPUs (fake_dra_driver.py), and the gates they need before 1.36 are on."""
+        self.version = binaries_version(bin_dir)
+        self.sharing = sharing
+        self.feature_gates = {**(sharing_gates(self.version) if sharing else {})}
+        self.feature_gates.update(feature_gates or {})
         self.runtime_config = runtime_config
         # Read by the fake DRA driver before each publish (taint_devices).
         self.taints_file = workdir / "device-taints.json"
@@ -351,6 +376,9 @@ class KubeCluster:
                 "--nodes=" + ",".join(self.nodes),
                 f"--gpus={self.gpus}",
                 f"--taints-file={self.taints_file}",
+                *(["--sharing"] if self.sharing else []),
+                # From 1.35 a pool's counters live in a slice of their own.
+                *(["--split-counters"] if self.sharing and self.version >= (1, 35) else []),
             ],
         )
 
@@ -609,7 +637,11 @@ class KubeCluster:
 
 
 def start_cluster(
-    workdir: Path | None = None, *, nodes: int = DEFAULT_NODES, gpus: int = DEFAULT_GPUS
+    workdir: Path | None = None,
+    *,
+    nodes: int = DEFAULT_NODES,
+    gpus: int = DEFAULT_GPUS,
+    sharing: bool = False,
 ) -> KubeCluster:
     bin_dir = binaries_dir()
     missing = missing_binaries(bin_dir)
@@ -618,4 +650,4 @@ def start_cluster(
             f"not built: {', '.join(missing)} in {bin_dir} (make kube-binaries builds them)"
         )
     directory = workdir or Path(tempfile.mkdtemp(prefix="llmkube-kube-"))
-    return KubeCluster(bin_dir, directory, nodes=nodes, gpus=gpus).start()
+    return KubeCluster(bin_dir, directory, nodes=nodes, gpus=gpus, sharing=sharing).start()

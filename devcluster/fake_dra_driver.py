@@ -13,6 +13,18 @@ manager) and keeps them there until it is stopped:
 `--taints-file` names a JSON file, re-read before each publish, that maps
 `<node>/<device>` to the device's taints (KEP-5055, `spec.devices[].taints`: key, value,
 effect), as a real driver taints a device it finds unhealthy; a missing file taints none.
+
+`--sharing` publishes the two shapes of a GPU that several pods use, as NVIDIA's driver
+does (a stand-in for it, not the driver): `gpu-0` of each node allows multiple
+allocations (KEP-5075 consumable capacity: its `memory` is consumed by each share, as the
+driver's ConsumableShares feature publishes it), and every other GPU is partitionable
+(KEP-4815): beside the whole device, MIG partitions of type `mig` with a `profile`
+(`1g.10gb` x 7, `3g.40gb` x 2) that draw on the GPU's shared counters (7 compute and 8
+memory slices, all of them consumed by the whole device), so the scheduler never
+over-commits one GPU. The DeviceClass `mig.nvidia.com` selects the partitions. The
+control plane needs the DRAConsumableCapacity and DRAPartitionableDevices gates before
+1.36. `--split-counters` puts the counters in a slice of their own in the node's pool,
+as the API requires from 1.35 (before, devices and their counters share one slice).
 """
 
 from __future__ import annotations
@@ -37,19 +49,23 @@ FIELD_MANAGER = "fake-dra-driver"
 APPLY = "application/apply-patch+yaml"
 GPU_MEMORY = "80Gi"
 PRODUCT = "NVIDIA H100 80GB HBM3"
+MIG_CLASS = "mig.nvidia.com"
+# MIG profiles of an H100 80GB: (profile, instances, compute slices, memory slices, memory).
+MIG_PROFILES = (("1g.10gb", 7, 1, 1, "10Gi"), ("3g.40gb", 2, 3, 4, "40Gi"))
+COMPUTE_SLICES, MEMORY_SLICES = 7, 8
 
 
-def device_class() -> Obj:
+def device_class(name: str = DRIVER, kind: str = "gpu") -> Obj:
     return {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "DeviceClass",
-        "metadata": {"name": DRIVER},
+        "metadata": {"name": name},
         "spec": {
             "selectors": [
                 {
                     "cel": {
                         "expression": f"device.driver == '{DRIVER}' && "
-                        f"device.attributes['{DRIVER}'].type == 'gpu'"
+                        f"device.attributes['{DRIVER}'].type == '{kind}'"
                     }
                 }
             ]
@@ -57,35 +73,127 @@ def device_class() -> Obj:
     }
 
 
-def resource_slice(node: str, gpus: int, taints: Mapping[str, Any] | None = None) -> Obj:
-    taints = taints or {}
-    devices = [
+def _attributes(node: str, i: int, kind: str = "gpu") -> Obj:
+    return {
+        "type": {"string": kind},
+        "index": {"int": i},
+        "uuid": {"string": f"GPU-{node}-{i:04d}"},
+        "productName": {"string": PRODUCT},
+        "architecture": {"string": "Hopper"},
+        "cudaComputeCapability": {"version": "9.0.0"},
+        "driverVersion": {"version": "580.95.5"},
+    }
+
+
+def _counter_set(i: int) -> str:
+    return f"gpu-{i}-counters"
+
+
+def _whole(node: str, i: int, sharing: bool) -> Obj:
+    device: Obj = {
+        "name": f"gpu-{i}",
+        "attributes": _attributes(node, i),
+        "capacity": {"memory": {"value": GPU_MEMORY}},
+    }
+    if sharing and i == 0:
+        device["allowMultipleAllocations"] = True
+    elif sharing:  # the whole GPU takes every slice its partitions would
+        device["consumesCounters"] = [
+            {
+                "counterSet": _counter_set(i),
+                "counters": {
+                    "compute-slices": {"value": str(COMPUTE_SLICES)},
+                    "memory-slices": {"value": str(MEMORY_SLICES)},
+                },
+            }
+        ]
+    return device
+
+
+def _partitions(node: str, i: int) -> list[Obj]:
+    found = []
+    for profile, instances, compute, memory, size in MIG_PROFILES:
+        for n in range(instances):
+            attributes = _attributes(node, i, "mig")
+            attributes["uuid"] = {"string": f"MIG-{node}-{i:04d}-{profile}-{n}"}
+            attributes["parentUUID"] = {"string": f"GPU-{node}-{i:04d}"}
+            attributes["profile"] = {"string": profile}
+            found.append(
+                {
+                    "name": f"gpu-{i}-mig-{profile.replace('.', '')}-{n}",
+                    "attributes": attributes,
+                    "capacity": {"memory": {"value": size}},
+                    "consumesCounters": [
+                        {
+                            "counterSet": _counter_set(i),
+                            "counters": {
+                                "compute-slices": {"value": str(compute)},
+                                "memory-slices": {"value": str(memory)},
+                            },
+                        }
+                    ],
+                }
+            )
+    return found
+
+
+def _counters(gpus: int) -> list[Obj]:
+    return [
         {
-            "name": f"gpu-{i}",
-            "attributes": {
-                "type": {"string": "gpu"},
-                "index": {"int": i},
-                "uuid": {"string": f"GPU-{node}-{i:04d}"},
-                "productName": {"string": PRODUCT},
-                "architecture": {"string": "Hopper"},
-                "driverVersion": {"version": "580.95.5"},
+            "name": _counter_set(i),
+            "counters": {
+                "compute-slices": {"value": str(COMPUTE_SLICES)},
+                "memory-slices": {"value": str(MEMORY_SLICES)},
             },
-            "capacity": {"memory": {"value": GPU_MEMORY}},
-            **({"taints": taints[f"{node}/gpu-{i}"]} if taints.get(f"{node}/gpu-{i}") else {}),
         }
-        for i in range(gpus)
+        for i in range(1, gpus)
     ]
+
+
+def resource_slices(
+    node: str,
+    gpus: int,
+    taints: Mapping[str, Any] | None = None,
+    *,
+    sharing: bool = False,
+    split_counters: bool = False,
+) -> list[Obj]:
+    """The node's pool: one slice of devices (with `sharing`, their counters in it, or in
+    a second slice with `split_counters`)."""
+    taints = taints or {}
+    devices = []
+    for i in range(gpus):
+        devices.append(_whole(node, i, sharing))
+        if sharing and i > 0:
+            devices += _partitions(node, i)
+    for device in devices:
+        if taints.get(f"{node}/{device['name']}"):
+            device["taints"] = taints[f"{node}/{device['name']}"]
+    counters = _counters(gpus) if sharing else []
+    count = 2 if counters and split_counters else 1
+    pool = {"name": node, "generation": 1, "resourceSliceCount": count}
+    spec: Obj = {"driver": DRIVER, "nodeName": node, "pool": pool, "devices": devices}
+    if counters and not split_counters:
+        spec["sharedCounters"] = counters
+    found = [_slice(f"{node}-{DRIVER}", spec)]
+    if counters and split_counters:
+        own = {"driver": DRIVER, "nodeName": node, "pool": pool, "sharedCounters": counters}
+        found.append(_slice(f"{node}-{DRIVER}-counters", own))
+    return found
+
+
+def _slice(name: str, spec: Obj) -> Obj:
     return {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceSlice",
-        "metadata": {"name": f"{node}-{DRIVER}"},
-        "spec": {
-            "driver": DRIVER,
-            "nodeName": node,
-            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
-            "devices": devices,
-        },
+        "metadata": {"name": name},
+        "spec": spec,
     }
+
+
+def resource_slice(node: str, gpus: int, taints: Mapping[str, Any] | None = None) -> Obj:
+    """The node's one slice of whole GPUs."""
+    return resource_slices(node, gpus, taints)[0]
 
 
 def read_taints(path: Path | None) -> Mapping[str, Any]:
@@ -96,11 +204,21 @@ def read_taints(path: Path | None) -> Mapping[str, Any]:
 
 
 async def publish(
-    client: KubeClient, nodes: list[str], gpus: int, taints: Path | None = None
+    client: KubeClient,
+    nodes: list[str],
+    gpus: int,
+    taints: Path | None = None,
+    *,
+    sharing: bool = False,
+    split_counters: bool = False,
 ) -> None:
     objects: list[tuple[ResourceType, Obj]] = [(DEVICE_CLASS, device_class())]
+    if sharing:
+        objects.append((DEVICE_CLASS, device_class(MIG_CLASS, "mig")))
     tainted = read_taints(taints)
-    objects += [(RESOURCE_SLICE, resource_slice(node, gpus, tainted)) for node in nodes]
+    for node in nodes:
+        made = resource_slices(node, gpus, tainted, sharing=sharing, split_counters=split_counters)
+        objects += [(RESOURCE_SLICE, s) for s in made]
     for rt, obj in objects:
         path = rt.object_path(None, obj["metadata"]["name"])
         await client.request(
@@ -119,6 +237,8 @@ async def main(argv: list[str]) -> int:
     p.add_argument("--gpus", type=int, default=4, help="GPUs per node")
     p.add_argument("--interval", type=float, default=5.0, help="seconds between re-publishes")
     p.add_argument("--taints-file", type=Path, help="JSON: <node>/<device> -> taints")
+    p.add_argument("--sharing", action="store_true", help="shareable and partitionable GPUs")
+    p.add_argument("--split-counters", action="store_true", help="counters in a slice apart")
     args = p.parse_args(argv)
     nodes = [n for n in args.nodes.split(",") if n]
     client = await KubeClient.connect(None, args.kubeconfig)
@@ -131,7 +251,14 @@ async def main(argv: list[str]) -> int:
         while not stop.is_set():
             # Re-applying unchanged objects writes nothing; one deleted comes back.
             try:
-                await publish(client, nodes, args.gpus, args.taints_file)
+                await publish(
+                    client,
+                    nodes,
+                    args.gpus,
+                    args.taints_file,
+                    sharing=args.sharing,
+                    split_counters=args.split_counters,
+                )
                 if not published:
                     print("PUBLISHED", flush=True)
                     published = True

@@ -292,6 +292,8 @@ def _tgi(
     a.add("--dtype", s.dtype)
     a.add("--max-input-tokens", s.max_input_length)  # --max-input-length is deprecated
     a.add("--max-total-tokens", s.max_total_tokens)
+    if gpu:
+        a.add("--cuda-memory-fraction", s.cuda_memory_fraction)
     return [], []  # the image's entrypoint runs text-generation-launcher
 
 

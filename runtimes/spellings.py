@@ -99,6 +99,7 @@ TGI = _flags(
     # --max-input-length is the deprecated spelling: TGI exits when both are given.
     _f("--max-input-tokens", "--max-input-length"),
     _f("--max-total-tokens"),
+    _f("--cuda-memory-fraction"),
 )
 
 LLAMACPP = _flags(

@@ -136,6 +136,19 @@ def taints_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeClu
     cluster.stop()
 
 
+@pytest.fixture(scope="module")
+def sharing_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeCluster]:
+    """A control plane of the module's own whose one kwok node has a GPU that allows
+    multiple allocations and one published as MIG partitions (fake_dra_driver --sharing),
+    with the gates those need before 1.36, the CRDs installed."""
+    cluster = KubeCluster(
+        kube_binaries(), tmp_path_factory.mktemp("kube-sharing"), nodes=1, gpus=2, sharing=True
+    ).start()
+    cluster.install_crds(sorted((TESTS.parent / "charts/llmkube/crds").glob("*.yaml")))
+    yield cluster
+    cluster.stop()
+
+
 # -- the cluster tier: clients and namespaces on the real control plane ---------------------
 
 

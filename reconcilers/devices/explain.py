@@ -7,14 +7,15 @@ that fails, e.g. `ResourceClaimTemplate big request gpu: 0 of 8 device(s) of Dev
 >= 0 (one pod needs 1); published: 8 x NVIDIA H100 80GB HBM3, 80Gi`.
 
 Each request is checked on its own against every published device (allocated ones too:
-the question is whether it could ever be served), one pod's devices coming from one node,
-as the scheduler allocates them: class selectors first, then the request's own, in
+the question is whether it could ever be served), one pod's devices coming from one
+node, as the scheduler allocates them: class selectors first, then the request's own, in
 order, the first that leaves fewer devices on the best node than the request needs is
-named. Then the devices left must be enough without those tainted NoSchedule or
-NoExecute that the request does not tolerate (taints.py); else each tainted device
-(`driver/pool/device`) and its taint (`key=value:Effect`) is named. firstAvailable
-fails only when every alternative does. Pure.
-"""
+named; then its capacity requests (KEP-5075: a share of a device's memory), each
+device's capacity at least the amount asked. Then the devices left must be enough
+without those tainted NoSchedule or NoExecute that the request does not tolerate
+(taints.py); else each tainted device (`driver/pool/device`) and its taint
+(`key=value:Effect`) is named. firstAvailable fails only when every alternative does.
+Pure."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from objtypes import Obj
-from reconcilers.devices.selectors import Device, SelectorError, matches
+from reconcilers.devices.selectors import Device, SelectorError, matches, quantity_value
 from reconcilers.devices.taints import untolerated
 
 # Tainted devices a message names before it counts the rest.
@@ -111,6 +112,18 @@ def _one(
                     + f"); published: {published(candidates)}",
                 )
             matching = narrowed
+        for capacity, wanted in _capacity_requests(spec):
+            narrowed = [d for d in matching if _holds(d, capacity, wanted)]
+            if _best_node(narrowed) < need:
+                return Shortfall(
+                    claim,
+                    request,
+                    None,
+                    f"{where}: {len(narrowed)} of {len(matching)} matching device(s) have "
+                    f"{capacity} capacity of at least {wanted} (one pod needs {need}); "
+                    f"published: {published(matching)}",
+                )
+            matching = narrowed
     except SelectorError as e:
         return Shortfall(claim, request, None, f"{where}: a selector fails: {e}")
     if _best_node(matching) < need:
@@ -122,6 +135,18 @@ def _one(
             f"node publishes is {_best_node(matching)}; published: {published(candidates)}",
         )
     return _tainted(claim, request, where, need, spec.get("tolerations"), matching)
+
+
+def _capacity_requests(spec: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """A request's `capacity.requests` (KEP-5075): each must fit in a device's capacity,
+    as a selector `device.capacity[...].name.compareTo(quantity(wanted)) >= 0` would."""
+    requests = (spec.get("capacity") or {}).get("requests") if isinstance(spec, Mapping) else None
+    return [(str(k), str(v)) for k, v in (requests or {}).items()]
+
+
+def _holds(device: Device, capacity: str, wanted: str) -> bool:
+    have = device.capacity_of(capacity)
+    return have is not None and quantity_value(have) >= quantity_value(wanted)
 
 
 def _tainted(

@@ -6,9 +6,9 @@ The path is taken when, at the reconcile:
 - the Model names no resourceClaims and asks for GPUs (count, or gpu.enabled);
 - the operator has not turned it off (--managed-dra-claims=false);
 - the service is an ordinary one: not multiNode (members are pinned with nodeName, which
-  bypasses DRA), not on a shared or partitioned GPU (gpuSharing keeps the device plugin's
-  shared resources), not Kueue-managed (Kueue's verdict is reconcilers/devices/kueue.py's);
-- no node advertises the vendor's device-plugin resource in status.allocatable;
+  bypasses DRA), not Kueue-managed (Kueue's verdict is reconcilers/devices/kueue.py's);
+- no node advertises the device-plugin resource the service would otherwise get in
+  status.allocatable (the vendor's, its time-sliced `.shared` one, or `mig-<profile>`);
 - no DeviceClass serves that resource through DRA (KEP-5004 extendedResourceName: then the
   scheduler serves the device-plugin request itself, and it stays as it is);
 - a DeviceClass for the vendor exists: the one the service's
@@ -23,7 +23,23 @@ hardware.gpu.memory as the device's `memory` capacity at least that much, and ea
 of the `inference.llmkube.dev/dra-cel-selector` annotation (ANDed). Its name carries a
 digest of its spec, so a changed Model gets a new template and running pods are never
 left on one that no longer matches; the reconciler deletes the older ones once no pod of
-the service uses them. Pure: the cache-reading side is lookup.py's.
+the service uses them.
+
+gpuSharing is served the DRA way on this path (the device-plugin path keeps the shared and
+MIG resources):
+- `shared` with `memoryLimitGiB`: the request asks for that much of the device's `memory`
+  capacity (`capacity.requests`, KEP-5075 consumable capacity) on a device that allows
+  multiple allocations, so the scheduler places several services on one GPU, each within
+  its budget. Without a shareable device published for the class, or without
+  memoryLimitGiB, the service is refused, saying which. vLLM, SGLang and TGI preallocate
+  a fraction of the whole device: that fraction is memoryLimitGiB over the memory of the
+  devices the request can get (one size; several sizes are refused unless the user set
+  the runtime's own fraction), and an explicit setting or extraArgs flag still wins.
+- `partitioned` with `profile`: `count` partition devices (KEP-4815) of the vendor's
+  partition class (`mig.nvidia.com`; the annotation may name another) whose `profile`
+  attribute is that profile; the partitions of one GPU draw on its shared counters, so the
+  scheduler never over-commits it.
+Pure: the cache-reading side is lookup.py's.
 """
 
 from __future__ import annotations
@@ -33,11 +49,13 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from fractions import Fraction
 
 from api import ClaimRef, InferenceServiceSpec, ModelSpec, gpu_count, has_gpu
 from api import conditions as c
 from controller.informer import ADDED, DELETED, Event
 from objtypes import Obj
+from reconcilers.devices.selectors import Device, SelectorError, matches, quantity_value
 from reconcilers.ownership import owned_metadata
 
 DEVICE_CLASS_ANNOTATION = "inference.llmkube.dev/dra-device-class"
@@ -47,6 +65,19 @@ MANAGED_CLAIM_LABEL = "inference.llmkube.dev/managed-claim"
 CLAIM_NAME = "gpus"  # the pod's and container's claim entry
 REQUEST_NAME = "gpu"
 VENDOR_CLASSES = {"nvidia": "gpu.nvidia.com", "amd": "gpu.amd.com", "intel": "gpu.intel.com"}
+# The DeviceClass of a vendor's GPU partitions (NVIDIA's DRA driver: MIG devices).
+PARTITION_CLASSES = {"nvidia": "mig.nvidia.com"}
+SHARED_CAPACITY = "memory"  # the capacity a shared request consumes
+SHAREABLE = "device.allowMultipleAllocations == true"
+# A partition profile as drivers name them (1g.10gb, 1g.10gb+me, 1c.3g.40gb), anchored.
+PROFILE = re.compile(r"^[0-9a-z]([0-9a-z.+_-]{0,62})$")
+# The fraction-of-the-device setting each preallocating runtime reads.
+FRACTION_SETTINGS = {
+    "vllm": ("gpu_memory_utilization", "vllmConfig.gpuMemoryUtilization"),
+    "sglang": ("mem_fraction_static", "sglangConfig.memFractionStatic"),
+    "tgi": ("cuda_memory_fraction", "extraArgs --cuda-memory-fraction"),
+}
+GIB = 1 << 30
 # resource.k8s.io/v1 limits: 32 selectors per request, 10 KiB per CEL expression.
 MAX_SELECTORS = 32
 MAX_EXPRESSION = 10 * 1024
@@ -65,6 +96,11 @@ class ManagedClaims:
     device_class: str
     count: int
     selectors: tuple[str, ...]
+    sharing: str = "exclusive"  # gpuSharing.mode as served: exclusive, shared, partitioned
+    memory: str | None = None  # shared: the memory capacity each device's share consumes
+    # shared: the fraction of the device a preallocating runtime is given (memoryLimitGiB
+    # over the device's memory), None where the runtime needs none or the user set it.
+    fraction: float | None = None
 
     @property
     def name(self) -> str:
@@ -76,11 +112,30 @@ class ManagedClaims:
         ref = ClaimRef(CLAIM_NAME, template_name=self.name)
         return replace(model, gpu=replace(model.gpu, claims=(ref,), count=self.count))
 
+    def service(self, service: InferenceServiceSpec) -> InferenceServiceSpec:
+        """The service as the workload serves it: on a shared device, the runtime's
+        fraction of the device set from memoryLimitGiB (the user's own never reaches here)."""
+        if self.fraction is None or service.runtime not in FRACTION_SETTINGS:
+            return service
+        s, f = service.settings, self.fraction
+        if service.runtime == "vllm":
+            s = replace(s, gpu_memory_utilization=f)
+        elif service.runtime == "sglang":
+            s = replace(s, mem_fraction_static=f)
+        else:
+            s = replace(s, cuda_memory_fraction=f)
+        return replace(service, settings=s)
+
     def describe(self) -> str:
         wanted = f"{self.count} device(s) of DeviceClass {self.device_class!r}"
+        if self.memory:
+            wanted += f", {self.memory} of each one's {SHARED_CAPACITY} (shared)"
         if self.selectors:
             wanted += " where " + " && ".join(self.selectors)
-        return f"ResourceClaimTemplate {self.name!r}: {wanted}"
+        told = f"ResourceClaimTemplate {self.name!r}: {wanted}"
+        if self.fraction is not None:
+            told += f"; the runtime gets {self.fraction} of the device's memory"
+        return told
 
 
 @dataclass(frozen=True)
@@ -98,6 +153,7 @@ class Cluster:
     classes: Mapping[str, Obj]  # DeviceClasses by name
     plugin_nodes: int  # nodes advertising the vendor's device-plugin resource
     extended_class: str | None  # the DeviceClass serving that resource (KEP-5004)
+    devices: tuple[Device, ...] = ()  # what the ResourceSlices publish (selectors.devices)
 
 
 def applies(isvc: Obj, service: InferenceServiceSpec, model: ModelSpec, queued: bool) -> bool:
@@ -105,9 +161,7 @@ def applies(isvc: Obj, service: InferenceServiceSpec, model: ModelSpec, queued: 
     del isvc
     if model.uses_claims or not has_gpu(model, service.gpu):
         return False
-    if service.multi_node is not None or queued:
-        return False
-    return service.sharing.mode in ("", "exclusive")
+    return service.multi_node is None and not queued
 
 
 def decide(
@@ -128,9 +182,31 @@ def decide(
         )
     if cluster.plugin_nodes or cluster.extended_class is not None:
         return None
-    chosen = str(named) if named is not None else default_class
-    device_class = chosen or VENDOR_CLASSES.get(model.gpu.vendor, "")
+    mode = service.sharing.mode or "exclusive"
+    if mode == "partitioned":
+        profile = service.sharing.profile or ""
+        if not PROFILE.match(profile):
+            return Refused(
+                c.INVALID_SPEC,
+                f"spec.resources.gpuSharing.profile: {profile!r} is not a partition profile "
+                "(lowercase letters, digits and . + _ -, e.g. 1g.10gb)",
+            )
+        chosen = str(named) if named is not None else None
+        device_class = chosen or PARTITION_CLASSES.get(model.gpu.vendor, "")
+    else:
+        chosen = str(named) if named is not None else default_class
+        device_class = chosen or VENDOR_CLASSES.get(model.gpu.vendor, "")
     cls = cluster.classes.get(device_class)
+    whole = VENDOR_CLASSES.get(model.gpu.vendor, "")
+    if cls is None and mode == "partitioned" and chosen is None and whole in cluster.classes:
+        return Refused(
+            c.DEVICE_CLASS_NOT_FOUND,
+            f"DeviceClass {device_class or 'of GPU partitions'!r} (spec.resources.gpuSharing."
+            f"mode 'partitioned') not found: no node advertises the device-plugin resource and "
+            f"DeviceClass {whole!r} serves whole GPUs only; NVIDIA's DRA driver creates "
+            f"'mig.nvidia.com' where MIG is on, or name a class with the "
+            f"{DEVICE_CLASS_ANNOTATION} annotation",
+        )
     if cls is None:
         if chosen is None:
             return None
@@ -145,12 +221,111 @@ def decide(
             f"the device-plugin resource, so this service's GPUs can come only through "
             "that class",
         )
-    selectors, problem = _selectors(annotations, model, driver_of(cls, device_class))
+    driver = driver_of(cls, device_class)
+    selectors, problem = _selectors(annotations, model, driver)
     if problem:
         return Refused(c.INVALID_SPEC, problem)
     count = gpu_count(model, service.gpu) or 1
-    made = template(isvc, service.model_ref, device_class, count, selectors)
-    return ManagedClaims(made, device_class, count, selectors)
+    if mode == "partitioned":
+        wanted = json.dumps(service.sharing.profile)
+        selectors = (f"device.attributes[{json.dumps(driver)}].profile == {wanted}", *selectors)
+        made = template(isvc, service.model_ref, device_class, count, selectors)
+        return ManagedClaims(made, device_class, count, selectors, mode)
+    if mode != "shared":
+        made = template(isvc, service.model_ref, device_class, count, selectors)
+        return ManagedClaims(made, device_class, count, selectors)
+    return _shared(isvc, service, cls, device_class, count, (SHAREABLE, *selectors), cluster)
+
+
+def _shared(
+    isvc: Obj,
+    service: InferenceServiceSpec,
+    cls: Obj,
+    device_class: str,
+    count: int,
+    selectors: tuple[str, ...],
+    cluster: Cluster,
+) -> ManagedClaims | Refused:
+    """gpuSharing shared through DRA: a share of a multi-allocatable device's memory."""
+    limit = service.sharing.memory_limit_gib
+    if not limit:
+        return Refused(
+            c.INVALID_SPEC,
+            "spec.resources.gpuSharing.memoryLimitGiB: required to share a GPU through DRA "
+            "(no node advertises the time-sliced device-plugin resource): it is the share of "
+            f"the device's {SHARED_CAPACITY} each pod's claim consumes",
+        )
+    memory = f"{limit}Gi"
+    shareable = _candidates(cls, selectors[:1], cluster.devices)
+    if not shareable:
+        return Refused(
+            c.NO_SHAREABLE_DEVICE,
+            f"spec.resources.gpuSharing.mode 'shared': no device of DeviceClass "
+            f"{device_class!r} allows multiple allocations, so no GPU can be shared through "
+            "DRA (KEP-5075 consumable capacity: the DRAConsumableCapacity feature gate, on by "
+            "default from Kubernetes 1.36, and a driver that publishes shareable devices, "
+            "such as NVIDIA's with its ConsumableShares feature)",
+        )
+    fraction, problem = _fraction(service, limit, _candidates(cls, selectors, cluster.devices))
+    if problem:
+        return Refused(c.AMBIGUOUS_DEVICE_MEMORY, problem)
+    made = template(isvc, service.model_ref, device_class, count, selectors, memory)
+    return ManagedClaims(made, device_class, count, selectors, "shared", memory, fraction)
+
+
+def _candidates(cls: Obj, selectors: tuple[str, ...], devices: tuple[Device, ...]) -> list[Device]:
+    """The published devices the class and these selectors select (a failing selector
+    selects nothing: the explanation of the claim names it)."""
+    expressions = [
+        str((s.get("cel") or {}).get("expression") or "")
+        for s in (cls.get("spec") or {}).get("selectors") or []
+        if isinstance(s, Mapping)
+    ]
+    found = []
+    for device in devices:
+        try:
+            if all(matches(e, device) for e in (*expressions, *selectors)):
+                found.append(device)
+        except SelectorError:
+            continue
+    return found
+
+
+def _fraction(
+    service: InferenceServiceSpec, limit: int, candidates: list[Device]
+) -> tuple[float | None, str | None]:
+    """The fraction of a device a preallocating runtime gets for memoryLimitGiB, or why
+    it cannot be known; None without a problem where none is needed."""
+    known = FRACTION_SETTINGS.get(service.runtime)
+    if known is None or getattr(service.settings, known[0]) is not None:
+        return None, None
+    if _user_flag(service, known[1]):
+        return None, None
+    sizes = sorted({d.memory() or "" for d in candidates} - {""})
+    if not sizes:
+        return None, None  # no device can serve it: the claim's explanation says why
+    values = {quantity_value(s) for s in sizes}
+    if len(values) > 1:
+        return None, (
+            f"spec.resources.gpuSharing.memoryLimitGiB: the shareable devices the request "
+            f"can get have different memory ({', '.join(sizes)}), so the fraction "
+            f"{service.runtime} preallocates cannot be derived from {limit}Gi: set "
+            f"{known[1]}, or narrow the devices with the "
+            f"{CEL_SELECTOR_ANNOTATION} annotation"
+        )
+    (size,) = values
+    share = Fraction(limit * GIB) / size
+    if share > 1:
+        return None, None  # larger than the device: the claim's explanation says so
+    return max(0.01, float(int(share * 100)) / 100), None
+
+
+def _user_flag(service: InferenceServiceSpec, where: str) -> bool:
+    """Whether the user's extraArgs give the fraction flag (TGI has no spec field)."""
+    if not where.startswith("extraArgs "):
+        return False
+    flag = where.split(" ", 1)[1]
+    return any(a == flag or a.startswith(flag + "=") for a in service.extra_args)
 
 
 def _selectors(
@@ -190,11 +365,16 @@ def driver_of(cls: Obj, name: str) -> str:
     return name
 
 
-def claim_spec(device_class: str, count: int, selectors: tuple[str, ...]) -> Obj:
-    """The ResourceClaimSpec of the template: one request of count devices of the class."""
+def claim_spec(
+    device_class: str, count: int, selectors: tuple[str, ...], memory: str | None = None
+) -> Obj:
+    """The ResourceClaimSpec of the template: one request of count devices of the class
+    (with `memory`: that much of each device's memory capacity, a share of it)."""
     exactly: Obj = {"deviceClassName": device_class, "allocationMode": "ExactCount", "count": count}
     if selectors:
         exactly["selectors"] = [{"cel": {"expression": s}} for s in selectors]
+    if memory:
+        exactly["capacity"] = {"requests": {SHARED_CAPACITY: memory}}
     return {"devices": {"requests": [{"name": REQUEST_NAME, "exactly": exactly}]}}
 
 
@@ -207,11 +387,16 @@ def _quantity(size: int) -> str:
 
 
 def template(
-    isvc: Obj, model_name: str, device_class: str, count: int, selectors: tuple[str, ...]
+    isvc: Obj,
+    model_name: str,
+    device_class: str,
+    count: int,
+    selectors: tuple[str, ...],
+    memory: str | None = None,
 ) -> Obj:
     """The ResourceClaimTemplate, owned by the service; named `<service>-gpus-<digest>`."""
     meta = isvc["metadata"]
-    spec: Obj = {"spec": claim_spec(device_class, count, selectors)}
+    spec: Obj = {"spec": claim_spec(device_class, count, selectors, memory)}
     digest = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:10]
     service = str(meta["name"])
     if len(service) > _NAME_BUDGET:

@@ -1,14 +1,14 @@
 """DRA's CEL selectors evaluated against published devices, as the scheduler evaluates them.
 
-A selector sees one `device`: `driver`, `attributes[domain][name]` and
-`capacity[domain][name]`, the domain of an unqualified name being the driver's (as the
-resource.k8s.io API defines; a qualified `example.com/name` is in domain example.com).
-Attribute values are strings, integers, booleans and versions (semantic versions);
-capacities are quantities. Kubernetes' CEL libraries are given as far as selectors use
-them: `quantity()`, `isQuantity()` and a quantity's `compareTo`, `isLessThan`,
-`isGreaterThan`, `asInteger`, `asApproximateFloat`, `sign`, `isInteger`, `add`, `sub`;
-`semver()`, `isSemver()` and a version's `compareTo`, `isLessThan`, `isGreaterThan`,
-`major`, `minor`, `patch`.
+A selector sees one `device`: `driver`, `attributes[domain][name]`,
+`capacity[domain][name]` and `allowMultipleAllocations` (KEP-5075), the domain of an
+unqualified name being the driver's (as the resource.k8s.io API defines; a qualified
+`example.com/name` is in domain example.com). Attribute values are strings, integers,
+booleans and versions (semantic versions); capacities are quantities. Kubernetes' CEL
+libraries are given as far as selectors use them: `quantity()`, `isQuantity()` and a
+quantity's `compareTo`, `isLessThan`, `isGreaterThan`, `asInteger`,
+`asApproximateFloat`, `sign`, `isInteger`, `add`, `sub`; `semver()`, `isSemver()` and a
+version's `compareTo`, `isLessThan`, `isGreaterThan`, `major`, `minor`, `patch`.
 
 A runtime error (a missing attribute, a type mismatch) makes the scheduler fail the whole
 allocation ("CEL runtime error"), not only that device: `Match.error` carries it.
@@ -177,6 +177,7 @@ class Device:
     attributes: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     capacity: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     taints: tuple[Taint, ...] = ()
+    allow_multiple: bool = False  # allowMultipleAllocations (KEP-5075): a shareable device
 
     @property
     def path(self) -> str:
@@ -188,6 +189,7 @@ class Device:
             "driver": self.driver,
             "attributes": {d: dict(v) for d, v in self.attributes.items()},
             "capacity": {d: dict(v) for d, v in self.capacity.items()},
+            "allowMultipleAllocations": self.allow_multiple,
         }
 
     def attribute(self, name: str) -> Any:
@@ -198,7 +200,12 @@ class Device:
         return value
 
     def memory(self) -> str | None:
-        value = (self.capacity.get(self.driver) or {}).get("memory")
+        return self.capacity_of("memory")
+
+    def capacity_of(self, name: str) -> str | None:
+        """A capacity by its name in the slice (unqualified: the driver's domain)."""
+        domain, short = _split(self.driver, name)
+        value = (self.capacity.get(domain) or {}).get(short)
         return str(value[QUANTITY]) if isinstance(value, Mapping) else None
 
 
@@ -257,6 +264,7 @@ def devices(slices: Iterable[Obj]) -> list[Device]:
                     attributes,
                     capacity,
                     device_taints(d),
+                    d.get("allowMultipleAllocations") is True,
                 )
             )
     return found

@@ -105,17 +105,16 @@ def slice_taints(slices: Iterable[Any]) -> dict[tuple[str, str, str], tuple[Tain
 def devices_to_reread(
     allocation: Any, pods: Mapping[str, Mapping[str, Any]]
 ) -> list[tuple[str, str, str]]:
-    """The devices of the pods of `allocation` that the eviction controller marked, or
-    that are gone (`pods`: the cached pods by name): whether their device was tainted is
-    read afresh, since the slice's watch may lag the pod's and the last allocation naming
-    a gone pod is read only once."""
+    """The devices of the pods of `allocation` that are departing (gone, terminating or
+    marked by the eviction controller; `pods`: the cached pods by name): whether their
+    device was tainted is read afresh, since the slice's watch may lag the pod's and the
+    last allocation naming a gone pod is read only once."""
     rows = (allocation or {}).get("pods") if isinstance(allocation, Mapping) else None
     found = []
     for row in rows or []:
         if not isinstance(row, Mapping):
             continue
-        pod = pods.get(str(row.get("name") or ""))
-        if pod is not None and not _evicted_by_taint(pod):
+        if not _departing(pods.get(str(row.get("name") or ""))):
             continue
         for d in row.get("devices") or []:
             if isinstance(d, Mapping):
@@ -149,6 +148,16 @@ def _evicted_by_taint(pod: Mapping[str, Any]) -> bool:
     )
 
 
+def _departing(pod: Mapping[str, Any] | None) -> bool:
+    """Gone, terminating or marked by the eviction controller: a pod whose device's
+    NoExecute taint may be why. Terminating counts without the mark, since a status write
+    racing the controller's (kwok's, a kubelet's) can drop its DisruptionTarget condition
+    before the pod goes, and the next status no longer lists the pod."""
+    if pod is None:
+        return True
+    return bool((pod.get("metadata") or {}).get("deletionTimestamp")) or _evicted_by_taint(pod)
+
+
 def evictions(
     allocation: Any,
     pods: Mapping[str, Mapping[str, Any]],
@@ -156,18 +165,17 @@ def evictions(
     tolerations: list[list[Any]],
 ) -> list[Eviction]:
     """The pods of a service's last `status.allocation` that a NoExecute device taint
-    evicted: a pod still cached that the device-taint-eviction-controller marked
-    (DisruptionTarget, DeletionByDeviceTaintManager), or one gone (`pods`: the cached
-    pods by name) whose device carries a NoExecute taint no request's tolerations
-    tolerate. Each names the pod, the device and the taint."""
+    evicted: a pod the device-taint-eviction-controller marked (DisruptionTarget,
+    DeletionByDeviceTaintManager), or one terminating or gone (`pods`: the cached pods by
+    name), whose device carries a NoExecute taint no request's tolerations tolerate.
+    Each names the pod, the device and the taint."""
     found = []
     rows = (allocation or {}).get("pods") if isinstance(allocation, Mapping) else None
     for row in rows or []:
         if not isinstance(row, Mapping):
             continue
         name = str(row.get("name") or "")
-        pod = pods.get(name)
-        if pod is not None and not _evicted_by_taint(pod):
+        if not _departing(pods.get(name)):
             continue
         for d in row.get("devices") or []:
             if not isinstance(d, Mapping):

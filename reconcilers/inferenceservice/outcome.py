@@ -149,6 +149,9 @@ async def write_served(
             "deviceClass": plan.managed.device_class,
             "count": plan.managed.count,
             "selectors": list(plan.managed.selectors),
+            "sharing": plan.managed.sharing,
+            **({"memory": plan.managed.memory} if plan.managed.memory else {}),
+            **({"memoryFraction": plan.managed.fraction} if plan.managed.fraction else {}),
         }
     if plan.demand is not None and applied.conflict is None:
         # What DRA allocated to the live pods (finished and terminating ones hold none).

@@ -17,13 +17,14 @@ from api import conditions as c
 from controller.cache import Cache
 from controller.resources import DEPLOYMENT, object_key
 from objtypes import Obj
-from reconcilers.devices import dra, managed
+from reconcilers.devices import dra, managed, selectors
 from reconcilers.devices.kueue import kueue_status, queue_name
 from reconcilers.devices.lookup import (
     claim_shortfalls,
     device_classes,
     model_demand,
     plugin_nodes,
+    resource_slices,
     templates,
 )
 from reconcilers.devices.managed import ManagedClaims, Refused
@@ -68,8 +69,13 @@ def observe_managed(
         return None
     classes = device_classes(cache)
     resource = device_plugin_resource(model, service)
+    # The published devices are read only for a shared GPU (is one shareable, its memory).
+    shared = service.sharing.mode == "shared"
     cluster = managed.Cluster(
-        classes, plugin_nodes(cache, resource), dra.extended_resource_class(classes, resource)
+        classes,
+        plugin_nodes(cache, resource),
+        dra.extended_resource_class(classes, resource),
+        tuple(selectors.devices(resource_slices(cache))) if shared else (),
     )
     return managed.decide(isvc, service, model, cluster, settings.dra_device_class)
 

@@ -304,6 +304,7 @@ class InferenceServiceReconciler:
         missing = missing_claims(self.ctx.cache, request.namespace, model)
         if made is not None:
             model = made.model(model)  # served on the template this reconcile applies
+            service = made.service(service)  # a shared device's fraction for the runtime
         if missing and not has_workload(self.ctx.cache, isvc):
             await write_blocked(
                 self.ctx,

@@ -13,6 +13,7 @@ DeviceTaintEviction condition, beside Ready's message and in a Warning Event.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import pytest
@@ -107,10 +108,12 @@ spec:
 
 def condition(cluster: KubeCluster, path: str, kind: str, has: str) -> Obj:
     def found() -> Obj | None:
-        for c in ((get(cluster, path) or {}).get("status") or {}).get("conditions") or []:
+        status = (get(cluster, path) or {}).get("status") or {}
+        for c in status.get("conditions") or []:
             if c.get("type") == kind and has in str(c.get("message")):
                 return dict(c)
-        return None
+        # What the status says instead, for the message of a timeout.
+        raise AssertionError(json.dumps(status, sort_keys=True))
 
     return wait_for(found, f"{kind} saying {has!r} on {path}", cluster)
 

@@ -18,6 +18,7 @@ from devcluster import (
     Component,
     KubeCluster,
     binaries_dir,
+    binaries_version,
     free_port,
     missing_binaries,
 )
@@ -161,10 +162,7 @@ def kube_binaries() -> Path:
 
 def kube_version(bin_dir: Path) -> tuple[int, int]:
     """(major, minor) of the binaries scripts/build-kube.sh keeps in kube-<version>-<arch>/bin."""
-    found = re.match(r"^kube-(\d+)\.(\d+)\.", bin_dir.parent.name)
-    if found is None:
-        raise ValueError(f"no version in {bin_dir}")
-    return int(found.group(1)), int(found.group(2))
+    return binaries_version(bin_dir)
 
 
 def device_taint_gates(version: tuple[int, int]) -> tuple[dict[str, bool], tuple[str, ...]]:

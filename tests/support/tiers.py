@@ -28,7 +28,9 @@ SERVER_FIXTURES = frozenset(
 )
 
 # The fixtures that start the real control plane (etcd, kube-apiserver, ...): the third tier.
-CLUSTER_FIXTURES = frozenset({"kube_cluster", "own_kube_cluster", "taints_cluster"})
+CLUSTER_FIXTURES = frozenset(
+    {"kube_cluster", "own_kube_cluster", "taints_cluster", "sharing_cluster"}
+)
 
 # The fixture that starts the control plane with a real node (kubelet, containerd, runc,
 # the DRA example plugin) inside a network namespace of its own: the fourth tier.

@@ -170,3 +170,12 @@ def test_the_devices_of_marked_and_departed_pods_are_those_read_afresh() -> None
     assert devices_to_reread(ALLOCATION, {"chat-1": {}}) == [(DRIVER, "n0", "gpu-1")]
     assert devices_to_reread(ALLOCATION, {"chat-1": {}, "chat-2": {}}) == []
     assert devices_to_reread({"pods": ["junk"]}, {}) == []
+
+
+def test_a_terminating_pod_on_a_no_execute_device_is_an_eviction_without_the_mark() -> None:
+    """A status write racing the eviction controller's (kwok's pod stages, a kubelet's)
+    can drop DisruptionTarget before the pod goes; the next status lists it no more."""
+    terminating = {"metadata": {"deletionTimestamp": "2026-12-07T03:36:29Z"}}
+    pods = {"chat-1": terminating, "chat-2": {}}
+    assert [e.pod for e in evictions(ALLOCATION, pods, NO_EXECUTE, [])] == ["chat-1"]
+    assert devices_to_reread(ALLOCATION, pods) == [(DRIVER, "n0", "gpu-0")]

@@ -187,14 +187,9 @@ def test_a_long_service_name_still_gives_a_valid_template_name() -> None:
             gpu_model(resourceClaims=[{"name": "g", "resourceClaimTemplateName": "mine"}]),
             False,
         ),
-        (
-            {"resources": {"gpuSharing": {"mode": "shared", "memoryLimitGiB": 8}}},
-            gpu_model(),
-            False,
-        ),
         ({}, gpu_model(), True),
     ],
-    ids=["cpu-model", "user-claims", "shared-gpu", "kueue"],
+    ids=["cpu-model", "user-claims", "kueue"],
 )
 def test_the_path_is_not_taken_for_these_services(spec: Obj, model: Any, queued: bool) -> None:
     obj = isvc(**spec)
