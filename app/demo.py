@@ -3,18 +3,22 @@
 Starts an API server (a `Site`: where the demo runs), installs the CRDs; applies
 examples/single-gpu.yaml and examples/multi-gpu.yaml, the multi-GPU example once more
 without `count` (sized from its two-gpus template), a GPU Model without claims (served
-through a ResourceClaimTemplate the controller makes), one Model that breaks a rule, and
-a downloaded GGUF served by two replicas; runs the controller in this process; and prints
-what it built and what DRA allocated. The steps and the report are the same on both sites:
+through a ResourceClaimTemplate the controller makes), two services sharing one GPU
+through DRA (gpuSharing shared, 40Gi each of an 80Gi device that allows multiple
+allocations), one Model that breaks a rule, and a downloaded GGUF served by two
+replicas; runs the controller in this process; and prints what it built and what DRA
+allocated. The steps and the report are the same on both sites:
 
 - `llmkube-controller demo` (`make demo`): the bundled test API server with a simulated
   cluster whose nodes advertise no nvidia.com/gpu, only 6 GPUs reachable through DRA
-  claims, and a simulated kubelet that runs the model loader. The test API server is not
-  part of the product wheel: it is the separate distribution `llmkube-py-testserver`
-  (built from testserver/, installed by `make install`, or `pip install 'llmkube-py[demo]'`).
+  claims and one more that allows multiple allocations, and a simulated kubelet that
+  runs the model loader. The test API server is not part of the product wheel: it is the
+  separate distribution `llmkube-py-testserver` (built from testserver/, installed by
+  `make install`, or `pip install 'llmkube-py[demo]'`).
 - `llmkube-controller demo --cluster` (`make demo-cluster`): the real control plane of
   devcluster/ (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok and a
-  fake DRA driver: 2 nodes x 4 GPUs, no nvidia.com/gpu either), started as the program
+  fake DRA driver: 2 nodes x 4 GPUs, no nvidia.com/gpu either; `--sharing`: gpu-0 of each
+  node shareable, the others also as MIG partitions), started as the program
   `python -m devcluster` from the source checkout (it is not in the wheel). The real
   resourceclaim controller makes the claims and the real scheduler allocates them. kwok
   runs no containers: it reports every init container Completed with no termination
@@ -97,6 +101,32 @@ kind: InferenceService
 metadata: {{name: {MANAGED}}}
 spec: {{modelRef: {MANAGED}, runtime: vllm}}
 """
+# Two services sharing one GPU through DRA: each a 40Gi share of an 80Gi device that allows
+# multiple allocations (KEP-5075), on templates the controller makes from gpuSharing.
+SHARED = ("qwen3-8b-shared-a", "qwen3-8b-shared-b")
+SHARED_MODEL = "qwen3-8b-shared"
+SHARED_SERVICES = f"""
+apiVersion: inference.llmkube.dev/v1alpha1
+kind: Model
+metadata: {{name: {SHARED_MODEL}}}
+spec:
+  source: Qwen/Qwen3-8B
+  format: safetensors
+  hardware:
+    accelerator: cuda
+    gpu: {{enabled: true, vendor: nvidia, count: 1}}
+""" + "".join(
+    f"""---
+apiVersion: inference.llmkube.dev/v1alpha1
+kind: InferenceService
+metadata: {{name: {name}}}
+spec:
+  modelRef: {SHARED_MODEL}
+  runtime: vllm
+  resources: {{gpuSharing: {{mode: shared, memoryLimitGiB: 40}}}}
+"""
+    for name in SHARED
+)
 # Model delivery: a downloaded GGUF the loader stages once in the shared cache PVC.
 DELIVERY = """
 apiVersion: inference.llmkube.dev/v1alpha1
@@ -181,6 +211,16 @@ def _allocated(status: Obj) -> bool:
     return bool(alloc) and alloc.get("allocatedDevices") == alloc.get("expectedDevices")
 
 
+async def _one_device(client: KubeClient, names: tuple[str, ...]) -> bool:
+    """Whether the services' pods hold one and the same device (shares of it)."""
+    held = set()
+    for name in names:
+        status = ((await client.get(INFERENCE_SERVICE, NAMESPACE, name)) or {}).get("status")
+        for pod in ((status or {}).get("allocation") or {}).get("pods") or []:
+            held |= {(d["driver"], d["pool"], d["device"]) for d in pod.get("devices") or []}
+    return len(held) == 1
+
+
 def _pod_ready(pod: Obj) -> bool:
     return any(
         c.get("type") == "Ready" and c.get("status") == "True"
@@ -241,6 +281,11 @@ async def _report(client: KubeClient, manager: Manager, site: Site, names: list[
         made = status.get("managedClaims") or {}
         if made:
             print(f"  made for it:              ResourceClaimTemplate {made.get('template')}")
+        if made.get("sharing") == "shared":
+            print(
+                f"  shared:                   {made.get('memory')} of the device's memory, "
+                f"runtime fraction {made.get('memoryFraction')}"
+            )
         allocation = status.get("allocation") or {}
         print(f"  devices allocated:        {allocation.get('summary', '-')}")
         for pod in allocation.get("pods") or []:
@@ -259,7 +304,13 @@ async def _report(client: KubeClient, manager: Manager, site: Site, names: list[
     print("ResourceClaims made from the templates and allocated:")
     for claim in claims:
         devices = claim.get("status", {}).get("allocation", {}).get("devices", {}).get("results")
-        print(f"  {claim['metadata']['name']:<40} devices={len(devices or [])}")
+        shares = [
+            f"{d['pool']}/{d['device']} {d['consumedCapacity']['memory']}"
+            for d in devices or []
+            if d.get("consumedCapacity")
+        ]
+        told = f"  share of {', '.join(shares)}" if shares else ""
+        print(f"  {claim['metadata']['name']:<40} devices={len(devices or [])}{told}")
     print(f"\nMetrics: http://127.0.0.1:{manager.http_port}/metrics  (excerpt)")
     for line in generate_latest(manager.metrics.registry).decode().splitlines():
         if line.startswith(
@@ -398,10 +449,13 @@ async def simulated_site() -> Site | None:
     if importlib.util.find_spec("testserver") is None:
         print(MISSING_TESTSERVER, file=sys.stderr)
         return None
-    server = await ApiServer.start("--simulate-cluster", "dra=6,plugin=0")
+    server = await ApiServer.start("--simulate-cluster", "dra=6,plugin=0,shared=1")
     return Site(
         name="the simulated DRA-only cluster",
-        banner=f"Test API server with a simulated DRA-only cluster (6 GPUs) at {server.url}",
+        banner=(
+            f"Test API server with a simulated DRA-only cluster (6 GPUs, and 1 that allows "
+            f"multiple allocations) at {server.url}"
+        ),
         server=server.url,
         kubeconfig=None,
         runs_loader=True,
@@ -435,6 +489,7 @@ async def cluster_site() -> Site | None:
         "devcluster",
         f"--nodes={CLUSTER_NODES}",
         f"--gpus={CLUSTER_GPUS}",
+        "--sharing",
         cwd=root,
         stdout=asyncio.subprocess.PIPE,
         start_new_session=True,
@@ -464,7 +519,8 @@ async def cluster_site() -> Site | None:
         name=f"the real control plane ({CLUSTER_NODES} kwok nodes)",
         banner=(
             f"Real control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, "
-            f"kwok; {CLUSTER_NODES} nodes x {CLUSTER_GPUS} GPUs through DRA only) {ready}\n"
+            f"kwok; {CLUSTER_NODES} nodes x {CLUSTER_GPUS} GPUs through DRA only, gpu-0 of each "
+            f"shareable, the others also as MIG partitions) {ready}\n"
             f"admin kubeconfig: {kubeconfig}"
         ),
         server=None,
@@ -532,6 +588,8 @@ async def run_demo(site: Site, keep_running: bool = False) -> int:
         print(f"applied examples/multi-gpu.yaml without count, as {FROM_CLAIMS}")
         await apply_text(client, MANAGED_CLAIMS)
         print(f"applied Model and InferenceService {MANAGED} (1 GPU, no resourceClaims)")
+        await apply_text(client, SHARED_SERVICES)
+        print(f"applied {' and '.join(SHARED)}: gpuSharing shared, 40Gi each")
         try:  # the CRD's CEL rule rejects it at the API server, as a real cluster does
             await apply_text(client, INVALID_MODEL)
             print("Model claims-and-resource-name was ADMITTED (it breaks a rule)")
@@ -539,10 +597,11 @@ async def run_demo(site: Site, keep_running: bool = False) -> int:
         except ApiError as e:
             print(f"Model claims-and-resource-name (breaks a rule) rejected: {e.message}")
             ok_rejected = True
-        names = ["qwen3-embedding", "qwen3-32b", FROM_CLAIMS, MANAGED]
+        names = ["qwen3-embedding", "qwen3-32b", FROM_CLAIMS, MANAGED, *SHARED]
         ok = await _wait_all(client, names, site.timeout, _ready) and ok_rejected
         await manager.wait_idle()
         ok = ok and await _wait_all(client, names, site.timeout, _allocated)
+        ok = ok and await _one_device(client, SHARED)
         await _report(client, manager, site, names)
         for name in (names[1], FROM_CLAIMS):
             print(f"\n$ kubectl llmkube status {name}")
@@ -551,8 +610,8 @@ async def run_demo(site: Site, keep_running: bool = False) -> int:
         ok = ok and delivered
         print(
             "\nDemo",
-            f"succeeded on {site.name}: all four services serve on DRA claims (one on a "
-            f"template the controller made); {shown}."
+            f"succeeded on {site.name}: all six services serve on DRA claims (three on "
+            f"templates the controller made, two of them sharing one GPU); {shown}."
             if ok
             else "FAILED.",
         )

@@ -14,12 +14,13 @@ from .app import make_app
 
 
 def parse_simulation(value: str) -> dict[str, int]:
-    """ "dra=4,plugin=0": GPUs reachable through DRA claims and as nvidia.com/gpu."""
+    """ "dra=4,plugin=0[,shared=1]": GPUs reachable through DRA claims and as
+    nvidia.com/gpu, and GPUs (DRA) that allow multiple allocations."""
     result = {}
     for part in value.split(","):
         key, _, count = part.partition("=")
-        if key not in ("dra", "plugin") or not count.isdigit():
-            raise argparse.ArgumentTypeError(f"expected dra=N,plugin=M, got {value!r}")
+        if key not in ("dra", "plugin", "shared") or not count.isdigit():
+            raise argparse.ArgumentTypeError(f"expected dra=N,plugin=M[,shared=S], got {value!r}")
         result[key] = int(count)
     return result
 
@@ -82,7 +83,7 @@ def main() -> None:
         "--simulate-cluster",
         type=parse_simulation,
         default=None,
-        metavar="dra=N,plugin=M",
+        metavar="dra=N,plugin=M[,shared=S]",
         help="run a simulated cluster (scheduler, DRA allocator, kubelet)",
     )
     parser.add_argument(

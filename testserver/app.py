@@ -766,7 +766,7 @@ def make_app(
     enforce_schemas: bool = True,
     require_token: bool = False,
 ) -> web.Application:
-    """simulate: {"dra": N, "plugin": M} runs a simulated cluster with those GPUs.
+    """simulate: {"dra": N, "plugin": M, "shared": S} runs a simulated cluster with those GPUs.
 
     require_token: every request but the /_testserver/ controls needs a bearer token
     minted by POST /_testserver/tokens, unexpired (testserver/tokens.py).
@@ -775,7 +775,10 @@ def make_app(
     server = ApiServer(storage, bookmark_interval, enforce_schemas)
     if simulate is not None:
         ClusterSimulator(
-            storage, dra_gpus=simulate.get("dra", 0), plugin_gpus=simulate.get("plugin", 0)
+            storage,
+            dra_gpus=simulate.get("dra", 0),
+            plugin_gpus=simulate.get("plugin", 0),
+            shared_gpus=simulate.get("shared", 0),
         )
     middlewares = [server.tokens.middleware()] if require_token else []
     app = web.Application(client_max_size=64 * 1024**2, middlewares=middlewares)

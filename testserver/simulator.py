@@ -6,7 +6,9 @@ decides whether an inference pod runs, shaped as Kubernetes 1.34+ (`resource.k8s
 - Node `gpu-node-1` (when N > 0) with no nvidia.com/gpu in its capacity, and a
   ResourceSlice publishing its N GPUs (driver gpu.nvidia.com, pool gpu-node-1);
 - Node `plugin-node-1` (when M > 0) advertising M nvidia.com/gpu (device plugin);
-- a CPU node `node-1` when both are 0; and the DeviceClass `gpu.nvidia.com`.
+- a CPU node `node-1` when both are 0; and the DeviceClass `gpu.nvidia.com`;
+- with `shared=S`, S more GPUs in `gpu-node-1`'s slice that allow multiple allocations
+  (KEP-5075), each claim's `capacity.requests.memory` a share of their 80Gi.
 Tests may add, change or delete Nodes, ResourceSlices and DeviceClasses: the
 simulator reads them on every pass (a DeviceClass with `spec.extendedResourceName`
 turns on KEP-5004 for that name).
@@ -65,7 +67,9 @@ class ClusterSimulator:
     resourceclaim controller, the scheduler (which hands bound pods to the kubelet), then
     the workloads' status; once after each burst of writes."""
 
-    def __init__(self, storage: Storage, *, dra_gpus: int, plugin_gpus: int) -> None:
+    def __init__(
+        self, storage: Storage, *, dra_gpus: int, plugin_gpus: int, shared_gpus: int = 0
+    ) -> None:
         self.storage = storage
         self._pending = False
         self.deployments = DeploymentController(storage)
@@ -73,7 +77,7 @@ class ClusterSimulator:
         self.claims = ResourceClaimController(storage)
         self.kubelet = Kubelet(storage, wake=self._wake)
         self.scheduler = Scheduler(storage, self.claims, self.kubelet)
-        seed(storage, dra_gpus, plugin_gpus)
+        seed(storage, dra_gpus, plugin_gpus, shared_gpus)
         storage.listeners.append(self._on_event)
 
     def _on_event(self, event: WatchEvent) -> None:

@@ -100,9 +100,17 @@ def test_demo_cluster_runs_the_demo_on_the_real_control_plane(tmp_path: Path) ->
     managed = section(out, "qwen3-8b-managed")
     assert "made for it:              ResourceClaimTemplate qwen3-8b-managed-gpus-" in managed
     assert "ManagedClaims" in managed and "devices allocated:        1/1" in managed, managed
-    # Four claims made by the real resourceclaim controller, all allocated.
-    claims = re.findall(r"^  (\S+-gpus?-\w+)\s+devices=(\d)$", out, re.M)
-    assert sorted(int(n) for _, n in claims) == [1, 1, 2, 2], out
+    # Two services sharing one GPU: the scheduler put both 40Gi shares on one device that
+    # allows multiple allocations, and vLLM preallocates half of it.
+    for name in ("qwen3-8b-shared-a", "qwen3-8b-shared-b"):
+        shared = section(out, name)
+        assert "phase=Ready" in shared and "--gpu-memory-utilization 0.5" in shared, shared
+        assert "shared:                   40Gi of the device's memory" in shared, shared
+    shares = re.findall(r"devices=1  share of (kwok-node-\d/gpu-0) 40Gi$", out, re.M)
+    assert len(shares) == 2 and len(set(shares)) == 1, out
+    # Six claims made by the real resourceclaim controller, all allocated.
+    claims = re.findall(r"^  (\S+-gpus?-\w+)\s+devices=(\d)", out, re.M)
+    assert sorted(int(n) for _, n in claims) == [1, 1, 1, 1, 2, 2], out
     # The cache PVC bound to the demo's PersistentVolume; kwok ran no loader, said so.
     assert "PVC llmkube-model-cache: Bound, volume demo-llmkube-model-cache" in out, out
     assert out.count("model-loader Completed, no report (nothing ran)") == 2, out

@@ -14,10 +14,10 @@ CPU_NODE = "node-1"
 DRIVER = "gpu.nvidia.com"
 
 
-def seed(storage: Storage, dra_gpus: int, plugin_gpus: int) -> None:
-    if dra_gpus:
+def seed(storage: Storage, dra_gpus: int, plugin_gpus: int, shared_gpus: int = 0) -> None:
+    if dra_gpus or shared_gpus:
         storage.create(NODE, "", _node(DRA_NODE, {}))
-        storage.create(RESOURCE_SLICE, "", _slice(DRA_NODE, dra_gpus))
+        storage.create(RESOURCE_SLICE, "", _slice(DRA_NODE, dra_gpus, shared_gpus))
     if plugin_gpus:
         storage.create(NODE, "", _node(PLUGIN_NODE, {"nvidia.com/gpu": str(plugin_gpus)}))
     if not dra_gpus and not plugin_gpus:
@@ -61,8 +61,9 @@ def _node(name: str, extended: dict[str, str]) -> Obj:
     }
 
 
-def _slice(node: str, gpus: int) -> Obj:
-    """What the NVIDIA DRA driver publishes for a node's GPUs."""
+def _slice(node: str, gpus: int, shared: int = 0) -> Obj:
+    """What the NVIDIA DRA driver publishes for a node's GPUs (the last `shared` of them
+    allowing multiple allocations, as its ConsumableShares feature does)."""
     return {
         "metadata": {"name": f"{node}-{DRIVER}"},
         "spec": {
@@ -78,8 +79,9 @@ def _slice(node: str, gpus: int) -> Obj:
                         "productName": {"string": "NVIDIA H100 80GB HBM3"},
                     },
                     "capacity": {"memory": {"value": "80Gi"}},
+                    **({"allowMultipleAllocations": True} if i >= gpus else {}),
                 }
-                for i in range(gpus)
+                for i in range(gpus + shared)
             ],
         },
     }

@@ -8,7 +8,15 @@ from typing import Any
 
 from objtypes import Obj
 
-from ..dra_allocator import AllocationError, allocate, extended_resource_classes, node_devices
+from ..dra_allocator import (
+    AllocationError,
+    Consumed,
+    allocate,
+    consumed_memory,
+    exclusive_keys,
+    extended_resource_classes,
+    node_devices,
+)
 from ..kinds import DEVICE_CLASS, NODE, POD, RESOURCE_CLAIM, RESOURCE_SLICE
 from ..storage import Storage, StorageError, now_iso
 from .claims import ResourceClaimController
@@ -103,19 +111,15 @@ class Scheduler(Component):
         }
         slices = self.storage.select(RESOURCE_SLICE, None, lambda o: True)
         all_claims = self.storage.select(RESOURCE_CLAIM, None, lambda o: True)
-        taken = {
-            (r.get("driver"), r.get("pool"), r.get("device"))
-            for c in all_claims
-            for r in (((c.get("status") or {}).get("allocation") or {}).get("devices") or {}).get(
-                "results"
-            )
-            or []
-        }
+        taken = exclusive_keys(all_claims)
+        consumed = consumed_memory(all_claims)
         used = self._plugin_used()
         reasons: Counter[str] = Counter()
         for node in nodes:
             try:
-                placement, reason = self._fit(pod, node, claims, classes, slices, taken, used)
+                placement, reason = self._fit(
+                    pod, node, claims, classes, slices, taken, Counter(consumed), used
+                )
             except AllocationError as err:
                 if err.unresolvable:
                     return None, str(err)
@@ -146,6 +150,7 @@ class Scheduler(Component):
         classes: dict[str, Obj],
         slices: list[Obj],
         taken: set[Any],
+        consumed: Consumed,
         used: dict[tuple[str, str], int],
     ) -> tuple[Placement | None, str]:
         name = node["metadata"]["name"]
@@ -185,8 +190,8 @@ class Scheduler(Component):
                 if not _allocated_on(claim, name):
                     return None, "cannot allocate all claims"
                 continue
-            results = allocate(claim, devices, classes, held)
-            held |= {(r["driver"], r["pool"], r["device"]) for r in results}
+            results = allocate(claim, devices, classes, held, consumed)
+            held |= {(r["driver"], r["pool"], r["device"]) for r in results if not r.get("shareID")}
             placement.allocations[claim["metadata"]["name"]] = results
         if placement.extended_requests:
             special = {
