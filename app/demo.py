@@ -17,7 +17,7 @@ allocated. The steps and the report are the same on both sites:
   `make install`, or `pip install 'llmkube-py[demo]'`).
 - `llmkube-controller demo --cluster` (`make demo-cluster`): the real control plane of
   devcluster/ (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok and a
-  fake DRA driver: 2 nodes x 4 GPUs, no nvidia.com/gpu either; `--sharing`: gpu-0 of each
+  fake DRA driver: 2 nodes x 4 GPUs, no nvidia.com/gpu either; `--sharing`: gpu-3 of each
   node shareable, the others also as MIG partitions), started as the program
   `python -m devcluster` from the source checkout (it is not in the wheel). The real
   resourceclaim controller makes the claims and the real scheduler allocates them. kwok
@@ -519,7 +519,7 @@ async def cluster_site() -> Site | None:
         name=f"the real control plane ({CLUSTER_NODES} kwok nodes)",
         banner=(
             f"Real control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, "
-            f"kwok; {CLUSTER_NODES} nodes x {CLUSTER_GPUS} GPUs through DRA only, gpu-0 of each "
+            f"kwok; {CLUSTER_NODES} nodes x {CLUSTER_GPUS} GPUs through DRA only, the last of each "
             f"shareable, the others also as MIG partitions) {ready}\n"
             f"admin kubeconfig: {kubeconfig}"
         ),

@@ -15,13 +15,16 @@ manager) and keeps them there until it is stopped:
 effect), as a real driver taints a device it finds unhealthy; a missing file taints none.
 
 `--sharing` publishes the two shapes of a GPU that several pods use, as NVIDIA's driver
-does (a stand-in for it, not the driver): `gpu-0` of each node allows multiple
+does (a stand-in for it, not the driver): the last GPU of each node allows multiple
 allocations (KEP-5075 consumable capacity: its `memory` is consumed by each share, as the
 driver's ConsumableShares feature publishes it), and every other GPU is partitionable
 (KEP-4815): beside the whole device, MIG partitions of type `mig` with a `profile`
 (`1g.10gb` x 7, `3g.40gb` x 2) that draw on the GPU's shared counters (7 compute and 8
 memory slices, all of them consumed by the whole device), so the scheduler never
 over-commits one GPU. The DeviceClass `mig.nvidia.com` selects the partitions. The
+shareable GPU comes last: 1.34's allocator stops at a multi-allocatable device another
+claim holds instead of going on to the next one (kubernetes/kubernetes#133705, fixed
+after 1.34), so a whole-GPU request tries the other GPUs first. The
 control plane needs the DRAConsumableCapacity and DRAPartitionableDevices gates before
 1.36. `--split-counters` puts the counters in a slice of their own in the node's pool,
 as the API requires from 1.35 (before, devices and their counters share one slice).
@@ -89,13 +92,13 @@ def _counter_set(i: int) -> str:
     return f"gpu-{i}-counters"
 
 
-def _whole(node: str, i: int, sharing: bool) -> Obj:
+def _whole(node: str, i: int, gpus: int, sharing: bool) -> Obj:
     device: Obj = {
         "name": f"gpu-{i}",
         "attributes": _attributes(node, i),
         "capacity": {"memory": {"value": GPU_MEMORY}},
     }
-    if sharing and i == 0:
+    if sharing and i == gpus - 1:
         device["allowMultipleAllocations"] = True
     elif sharing:  # the whole GPU takes every slice its partitions would
         device["consumesCounters"] = [
@@ -146,7 +149,7 @@ def _counters(gpus: int) -> list[Obj]:
                 "memory-slices": {"value": str(MEMORY_SLICES)},
             },
         }
-        for i in range(1, gpus)
+        for i in range(gpus - 1)
     ]
 
 
@@ -163,8 +166,8 @@ def resource_slices(
     taints = taints or {}
     devices = []
     for i in range(gpus):
-        devices.append(_whole(node, i, sharing))
-        if sharing and i > 0:
+        devices.append(_whole(node, i, gpus, sharing))
+        if sharing and i < gpus - 1:
             devices += _partitions(node, i)
     for device in devices:
         if taints.get(f"{node}/{device['name']}"):

@@ -1,6 +1,6 @@
 """GPUs shared through DRA on the real control plane: the fake DRA driver (a stand-in for
-nvidia-dra-driver-gpu, `--sharing`) publishes on one kwok node `gpu-0`, an 80Gi H100 that
-allows multiple allocations (KEP-5075 consumable capacity), and `gpu-1`, published whole
+nvidia-dra-driver-gpu, `--sharing`) publishes on one kwok node `gpu-1`, an 80Gi H100 that
+allows multiple allocations (KEP-5075 consumable capacity), and `gpu-0`, published whole
 and as MIG partitions (KEP-4815: 1g.10gb x 7, 3g.40gb x 2, drawing on the GPU's 7 compute
 and 8 memory slices). The real scheduler allocates the claims the controller makes from
 `gpuSharing`: `shared` with memoryLimitGiB asks for that much of a shareable device's
@@ -24,7 +24,7 @@ from tests.support.kube_cluster import ControllerProcess, run_chart_controller
 pytestmark = pytest.mark.timeout(900)
 API = "/apis/inference.llmkube.dev/v1alpha1/namespaces"
 SERVICE_LABEL = "inference.llmkube.dev/inferenceservice"
-SHAREABLE = "gpu.nvidia.com/kwok-node-0/gpu-0"
+SHAREABLE = "gpu.nvidia.com/kwok-node-0/gpu-1"
 
 
 @pytest.fixture(scope="module")
@@ -153,13 +153,13 @@ def test_partitioned_services_get_mig_devices_and_the_gpus_counters_bound_them(
 ) -> None:
     partitioned = "{mode: partitioned, profile: 3g.40gb}"
     apply_yaml(sharing_cluster, MODEL + service("mig", partitioned, replicas=3), ns)
-    # Two 3g.40gb partitions use all 8 memory slices of gpu-1: the third pod cannot get one
+    # Two 3g.40gb partitions use all 8 memory slices of gpu-0: the third pod cannot get one
     # although a third 3g.40gb-shaped slot would fit the compute slices.
     unschedulable(sharing_cluster, ns, "mig")
     state = allocated(sharing_cluster, ns, "mig", "2/3")
     assert sorted(devices(state)) == [
-        "gpu.nvidia.com/kwok-node-0/gpu-1-mig-3g40gb-0",
-        "gpu.nvidia.com/kwok-node-0/gpu-1-mig-3g40gb-1",
+        "gpu.nvidia.com/kwok-node-0/gpu-0-mig-3g40gb-0",
+        "gpu.nvidia.com/kwok-node-0/gpu-0-mig-3g40gb-1",
     ], state
     made = state["managedClaims"]
     assert made["deviceClass"] == "mig.nvidia.com" and made["sharing"] == "partitioned", made

@@ -74,9 +74,9 @@ def test_shared_asks_for_a_share_of_a_shareable_devices_memory() -> None:
     }
     assert (m.sharing, m.memory, m.fraction) == ("shared", "20Gi", 0.25)
     assert "20Gi of each one's memory (shared)" in m.describe()
-    # Only gpu-0 of the fake driver's node allows multiple allocations.
+    # Only the last GPU of the fake driver's node allows multiple allocations.
     shareable = [d.name for d in DEVICES if selectors.matches(SHAREABLE, d)]
-    assert shareable == ["gpu-0"]
+    assert shareable == ["gpu-1"]
 
 
 def test_the_runtime_preallocates_its_share_unless_the_user_said_otherwise() -> None:
@@ -158,7 +158,7 @@ def test_partitioned_asks_for_partitions_of_the_profile_in_the_partition_class()
             for e in [*CLASSES[MIG_CLASS]["spec"]["selectors"], *exactly(m)["selectors"]]
         )
     ]
-    assert picked == [f"gpu-1-mig-1g10gb-{n}" for n in range(7)]
+    assert picked == [f"gpu-0-mig-1g10gb-{n}" for n in range(7)]
 
 
 def test_partitioned_refusals_name_the_profile_or_the_missing_class() -> None:
