@@ -30,6 +30,10 @@ CLUSTER_RULES: tuple[PolicyRule, ...] = (
     # writes only the ResourceClaimTemplates it makes for the user (managed claims, owned
     # by their services; an older one is deleted once unused).
     PolicyRule("resource.k8s.io", ("resourceclaims", "deviceclasses", "resourceslices"), READ),
+    # DeviceTaintRules (KEP-5055) name the taints an admin put on devices: listed, not
+    # watched (the type may be served in no version), when a pending or evicted pod's
+    # devices are explained.
+    PolicyRule("resource.k8s.io", ("devicetaintrules",), ("list",)),
     PolicyRule(
         "resource.k8s.io", ("resourceclaimtemplates",), (*READ, "create", "patch", "delete")
     ),

@@ -18,7 +18,7 @@ to a service's pods, in the `status.allocation` shape other components read:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from api import ModelSpec
 from controller.cache import Cache
@@ -32,6 +32,8 @@ from controller.resources import (
 from objtypes import Obj
 from reconcilers.devices import dra, explain, selectors
 from reconcilers.devices.managed import MANAGED_CLAIM_LABEL
+from reconcilers.devices.taint_rules import with_rule_taints
+from reconcilers.devices.taints import Taint
 
 
 def claim_objects(cache: Cache, namespace: str, model: ModelSpec) -> list[Obj]:
@@ -65,14 +67,21 @@ def templates(cache: Cache, namespace: str, model: ModelSpec) -> dict[str, Obj]:
 
 
 def claim_shortfalls(
-    cache: Cache, namespace: str, model: ModelSpec, made: Obj | None = None
+    cache: Cache,
+    namespace: str,
+    model: ModelSpec,
+    made: Obj | None = None,
+    rule_taints: Mapping[tuple[str, str, str], tuple[Taint, ...]] | None = None,
 ) -> list[str]:
     """The requests of the Model's claims and templates (and `made`, a template written
     in this reconcile, not cached yet) that no published device can serve, each naming
     the claim, the request, the selector and what is published (explain.py). An
-    allocated claim has been served: not checked."""
+    allocated claim has been served: not checked. `rule_taints`: the DeviceTaintRules'
+    taints (taint_rules.py), beside the slices'."""
     classes = device_classes(cache)
     found = selectors.devices(resource_slices(cache))
+    if rule_taints:
+        found = with_rule_taints(found, rule_taints)
     messages: list[str] = []
     for ref in model.gpu.claims:
         if ref.template_name:
@@ -150,8 +159,13 @@ def allocation_status(
     previous: the status.allocation written before, whose devicesPerPod is kept while
     no pod holds devices and the claims ask for the same; a GPUQuota that scaled the
     service to zero for what its pods held would otherwise charge the guide's count
-    again, admit it, and scale it down once more, forever.
+    again, admit it, and scale it down once more, forever. Its rows also keep the devices
+    of a bound pod still cached as live whose claims the cache shows unallocated or gone:
+    a claim reserved for a bound pod is deallocated only once the pod is gone, so its
+    events are behind the claim's (separate watches), and those devices are what names
+    the taint that evicted it (device_taints.py).
     """
+    held = _previous_devices(previous)
     rows = []
     expected = allocated = allocated_pods = 0
     for pod in sorted(pods, key=lambda p: str(p["metadata"]["name"])):
@@ -174,6 +188,9 @@ def allocation_status(
                 }
                 for d in dra.allocated_devices(claim)
             ]
+        bound = bool((pod.get("spec") or {}).get("nodeName"))
+        if not devices and bound and held.get(str(pod["metadata"]["name"])):
+            devices, complete = held[str(pod["metadata"]["name"])], True
         complete = complete and bool(devices)
         allocated += len(devices)
         allocated_pods += complete
@@ -192,6 +209,16 @@ def allocation_status(
     if observed:
         status["devicesPerPod"] = observed
     return status
+
+
+def _previous_devices(previous: Obj | None) -> dict[str, list[Obj]]:
+    """The devices each pod held in the status.allocation written before, by pod name."""
+    rows = previous.get("pods") if isinstance(previous, dict) else None
+    return {
+        str(row.get("name")): [d for d in row.get("devices") or [] if isinstance(d, dict)]
+        for row in rows or []
+        if isinstance(row, dict) and row.get("devices")
+    }
 
 
 def _observed_per_pod(

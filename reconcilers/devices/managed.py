@@ -57,6 +57,7 @@ from controller.informer import ADDED, DELETED, Event
 from objtypes import Obj
 from reconcilers.devices.selectors import Device, SelectorError, matches, quantity_value
 from reconcilers.ownership import owned_metadata
+from runtimes.spellings import normalize_user_args, user_args
 
 DEVICE_CLASS_ANNOTATION = "inference.llmkube.dev/dra-device-class"
 CEL_SELECTOR_ANNOTATION = "inference.llmkube.dev/dra-cel-selector"
@@ -71,11 +72,16 @@ SHARED_CAPACITY = "memory"  # the capacity a shared request consumes
 SHAREABLE = "device.allowMultipleAllocations == true"
 # A partition profile as drivers name them (1g.10gb, 1g.10gb+me, 1c.3g.40gb), anchored.
 PROFILE = re.compile(r"^[0-9a-z]([0-9a-z.+_-]{0,62})$")
-# The fraction-of-the-device setting each preallocating runtime reads.
+# The fraction of the device each preallocating runtime takes: its setting, where the
+# user says it (a spec field, if any), and its flag (extraArgs may give it too).
 FRACTION_SETTINGS = {
-    "vllm": ("gpu_memory_utilization", "vllmConfig.gpuMemoryUtilization"),
-    "sglang": ("mem_fraction_static", "sglangConfig.memFractionStatic"),
-    "tgi": ("cuda_memory_fraction", "extraArgs --cuda-memory-fraction"),
+    "vllm": (
+        "gpu_memory_utilization",
+        "vllmConfig.gpuMemoryUtilization",
+        "--gpu-memory-utilization",
+    ),
+    "sglang": ("mem_fraction_static", "sglangConfig.memFractionStatic", "--mem-fraction-static"),
+    "tgi": ("cuda_memory_fraction", "extraArgs --cuda-memory-fraction", "--cuda-memory-fraction"),
 }
 GIB = 1 << 30
 # resource.k8s.io/v1 limits: 32 selectors per request, 10 KiB per CEL expression.
@@ -299,8 +305,9 @@ def _fraction(
     known = FRACTION_SETTINGS.get(service.runtime)
     if known is None or getattr(service.settings, known[0]) is not None:
         return None, None
-    if _user_flag(service, known[1]):
-        return None, None
+    extra = normalize_user_args(service.runtime, service.extra_args)
+    if known[2] in user_args(service.runtime, extra):
+        return None, None  # the user's own flag: the runtime takes what it says
     sizes = sorted({d.memory() or "" for d in candidates} - {""})
     if not sizes:
         return None, None  # no device can serve it: the claim's explanation says why
@@ -318,14 +325,6 @@ def _fraction(
     if share > 1:
         return None, None  # larger than the device: the claim's explanation says so
     return max(0.01, float(int(share * 100)) / 100), None
-
-
-def _user_flag(service: InferenceServiceSpec, where: str) -> bool:
-    """Whether the user's extraArgs give the fraction flag (TGI has no spec field)."""
-    if not where.startswith("extraArgs "):
-        return False
-    flag = where.split(" ", 1)[1]
-    return any(a == flag or a.startswith(flag + "=") for a in service.extra_args)
 
 
 def _selectors(

@@ -11,6 +11,7 @@ Ready's message, and in a Warning Event, once per eviction.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 
 from api import ModelSpec
@@ -34,7 +35,7 @@ from reconcilers.writes.conditions import Condition
 
 EVICTED = "EvictedByDeviceTaint"  # the condition's reason
 WARNED = "PodEvictedByDeviceTaint"  # the Warning Event's (the condition's own is Normal)
-Tainted = dict[tuple[str, str, str], tuple[Taint, ...]]
+Tainted = Mapping[tuple[str, str, str], tuple[Taint, ...]]
 
 
 def _previous(status: Obj) -> Obj | None:
@@ -44,11 +45,16 @@ def _previous(status: Obj) -> Obj | None:
     return None
 
 
-async def _taints(ctx: Context, allocation: Obj | None, pods: dict[str, Obj]) -> Tainted:
-    """The slices' taints; for a marked or departed pod's device the cache does not show
-    tainted NoExecute yet (the slice's watch behind the pod's), its pool's slices as the
-    API server has them now. Read only then, in the one reconcile after a pod goes."""
+async def _taints(
+    ctx: Context, allocation: Obj | None, pods: dict[str, Obj], rules: Tainted
+) -> Tainted:
+    """The slices' taints and the DeviceTaintRules' (`rules`); for a departing pod's
+    device the cache does not show tainted NoExecute yet (the slice's watch behind the
+    pod's), its pool's slices as the API server has them now. Read only then, in the one
+    reconcile after a pod goes."""
     taints = slice_taints(resource_slices(ctx.cache))
+    for key, more in rules.items():
+        taints[key] = (*taints.get(key, ()), *more)
     for driver, pool, device in devices_to_reread(allocation, pods):
         if any(t.effect == NO_EXECUTE for t in taints.get((driver, pool, device), ())):
             continue
@@ -57,15 +63,21 @@ async def _taints(ctx: Context, allocation: Obj | None, pods: dict[str, Obj]) ->
         except KeyError:  # index_slices not run: this manager reads no slices
             continue
         fresh = [await ctx.client.get(RESOURCE_SLICE, None, s["metadata"]["name"]) for s in cached]
-        taints.update(slice_taints(s for s in fresh if s is not None))
+        for key, published in slice_taints(s for s in fresh if s is not None).items():
+            taints[key] = (*published, *rules.get(key, ()))
     return taints
 
 
 async def eviction_conditions(
-    ctx: Context, isvc: Obj, model: ModelSpec, workload: list[Condition]
+    ctx: Context,
+    isvc: Obj,
+    model: ModelSpec,
+    workload: list[Condition],
+    rules: Tainted | None = None,
 ) -> tuple[list[Condition], tuple[str, ...]]:
     """The service's WorkloadReady/Ready (`workload`, told of an eviction while not
-    True) and DeviceTaintEviction, or that condition to clear."""
+    True) and DeviceTaintEviction, or that condition to clear. `rules`: the
+    DeviceTaintRules' taints (read by the reconciler when a pod departs)."""
     meta = isvc["metadata"]
     ns = str(meta.get("namespace") or "")
     status = ctx.status.current(isvc)
@@ -73,7 +85,8 @@ async def eviction_conditions(
     tolerations = [t for obj in claims for t in request_tolerations(dra.claim_spec(obj))]
     pods = {p["metadata"]["name"]: p for p in service_pods(ctx.cache, isvc)}
     allocation = status.get("allocation")
-    found = evictions(allocation, pods, await _taints(ctx, allocation, pods), tolerations)
+    taints = await _taints(ctx, allocation, pods, dict(rules or {}))
+    found = evictions(allocation, pods, taints, tolerations)
     previous = _previous(status)
     told = str(previous.get("message") or "") if previous else ""
     serving = any(w.type == c.READY and w.status for w in workload)

@@ -187,7 +187,7 @@ async def write_served(
         fields.update(i.status)
     cleared = tuple(t for i in integrations for t in i.cleared)
     if plan.demand is not None:
-        workload, untold = await eviction_conditions(ctx, isvc, model, workload)
+        workload, untold = await eviction_conditions(ctx, isvc, model, workload, plan.rule_taints)
         cleared += untold
     rollout = [applied.rollout.condition] if applied.rollout.condition is not None else []
     conditions = [*plan.conditions, *workload, *rollout, *added]

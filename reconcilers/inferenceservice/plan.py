@@ -28,6 +28,7 @@ from reconcilers.devices.lookup import (
     templates,
 )
 from reconcilers.devices.managed import ManagedClaims, Refused
+from reconcilers.devices.taints import Taint
 from reconcilers.inferenceservice.advice import advisories
 from reconcilers.inferenceservice.scope import decide
 from reconcilers.quota.index import namespace_allocations
@@ -40,6 +41,8 @@ from reconcilers.writes.conditions import Condition
 from runtimes.command import RuntimeCommand
 from runtimes.gpu import DEFAULT_RESOURCE_NAMES, device_plugin_resource
 from runtimes.problems import Problem, runtime_problems
+
+RuleTaints = Mapping[tuple[str, str, str], tuple[Taint, ...]]
 
 # The devices per pod a Deployment's runtime was sized for from the claims (count absent).
 CLAIMED_ANNOTATION = "inference.llmkube.dev/claimed-devices"
@@ -57,6 +60,7 @@ class Facts:
     managed: ManagedClaims | None = None  # the template made for the service, if any
     # Why no published device could serve the pods' claims (explain.py), if so.
     shortfalls: tuple[str, ...] = ()
+    rule_taints: RuleTaints = field(default_factory=dict)  # the DeviceTaintRules' taints
 
 
 def observe_managed(
@@ -87,9 +91,11 @@ def observe(
     model: ModelSpec,
     missing: list[str],
     made: ManagedClaims | None = None,
+    rule_taints: RuleTaints | None = None,
 ) -> Facts:
     """made: the managed claims the service is served with (model is then served on
-    them): their demand is the template's own, written in this reconcile."""
+    them): their demand is the template's own, written in this reconcile. rule_taints:
+    the DeviceTaintRules' taints, read when a pod is pending or departing."""
     ns, name = object_key(isvc)
     nq = namespace_allocations(cache, ns)
     allocation = nq.allocations.get(name)
@@ -109,10 +115,11 @@ def observe(
         templates(cache, ns, model) if queue_name(isvc) is not None else {},
         made,
         tuple(
-            claim_shortfalls(cache, ns, model, made.template if made else None)
+            claim_shortfalls(cache, ns, model, made.template if made else None, rule_taints)
             if model.uses_claims
             else ()
         ),
+        rule_taints or {},
     )
 
 
@@ -130,6 +137,7 @@ class Plan:
     kueue: Obj | None = None  # status.kueue
     managed: ManagedClaims | None = None  # the template to apply before the workload
     shortfalls: tuple[str, ...] = ()  # told beside the scheduler's word on a pending pod
+    rule_taints: RuleTaints = field(default_factory=dict)  # beside the slices', for evictions
 
     @property
     def store(self) -> WeightsVolume:
@@ -241,6 +249,7 @@ def plan(
         kueue_fields,
         facts.managed,
         facts.shortfalls,
+        facts.rule_taints,
     )
 
 

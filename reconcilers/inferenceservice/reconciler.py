@@ -58,9 +58,12 @@ from controller.resources import (
 )
 from objtypes import Obj
 from reconcilers.context import Context
+from reconcilers.devices import selectors
 from reconcilers.devices.claims import missing_claims, names_claim
-from reconcilers.devices.lookup import index_slices
+from reconcilers.devices.lookup import device_classes, index_slices, resource_slices
 from reconcilers.devices.managed import ManagedClaims, Refused, allocatable_changed
+from reconcilers.devices.taint_rules import list_rules, rule_taints
+from reconcilers.devices.taints import devices_to_reread
 from reconcilers.discovery import ServedTypes
 from reconcilers.inferenceservice.ensure import apply
 from reconcilers.inferenceservice.gateway import ensure_gateway
@@ -70,9 +73,9 @@ from reconcilers.inferenceservice.outcome import (
     write_refused,
     write_served,
 )
-from reconcilers.inferenceservice.plan import observe, observe_managed, plan
+from reconcilers.inferenceservice.plan import RuleTaints, observe, observe_managed, plan
 from reconcilers.inferenceservice.pod_lifetime import Recycler
-from reconcilers.inferenceservice.pods import has_workload, index_pods
+from reconcilers.inferenceservice.pods import has_workload, index_pods, service_pods, unschedulable
 from reconcilers.inferenceservice.predicates import deployment_status, read_changed
 from reconcilers.inferenceservice.slo import ensure_slo
 from reconcilers.opening import open_object
@@ -316,6 +319,20 @@ class InferenceServiceReconciler:
             return Result()
         return await self._serve(isvc, service, model, missing, made)
 
+    async def _rule_taints(self, isvc: Obj) -> RuleTaints:
+        """The DeviceTaintRules' taints, when a pod of the service is pending or departing
+        (they are listed, not watched: taint_rules.py); else none."""
+        cache = self.ctx.cache
+        pods = {p["metadata"]["name"]: p for p in service_pods(cache, isvc)}
+        allocation = self.ctx.status.current(isvc).get("allocation")
+        if not unschedulable(cache, isvc) and not devices_to_reread(allocation, pods):
+            return {}
+        rules = await list_rules(self.ctx.client, self.served)
+        if not rules:
+            return {}
+        found = selectors.devices(resource_slices(cache))
+        return rule_taints(rules, found, device_classes(cache))
+
     async def _serve(
         self,
         isvc: Obj,
@@ -325,7 +342,8 @@ class InferenceServiceReconciler:
         made: ManagedClaims | None,
     ) -> Result:
         """plan -> apply -> status; a refused plan writes only the status."""
-        facts = observe(self.ctx.cache, isvc, service, model, missing, made)
+        rules = await self._rule_taints(isvc)
+        facts = observe(self.ctx.cache, isvc, service, model, missing, made, rules)
         decided = plan(
             isvc,
             service,

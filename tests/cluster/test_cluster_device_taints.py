@@ -233,3 +233,83 @@ def test_a_tolerated_taint_is_allocated_and_not_named(
         taints_cluster, f"{API}/{ns}/inferenceservices/chat", "WorkloadReady", "1/1 replicas ready"
     )
     assert workload["status"] == "True", workload
+
+
+def rule_api(cluster: KubeCluster) -> str:
+    """Where DeviceTaintRules are served: resource.k8s.io/v1 from 1.37, v1alpha3 before
+    (the taints cluster turns that version on)."""
+    version = "v1" if cluster.version >= (1, 37) else "v1alpha3"
+    return f"/apis/resource.k8s.io/{version}/devicetaintrules"
+
+
+@pytest.fixture
+def taint_rule(taints_cluster: KubeCluster) -> Iterator[list[str]]:
+    """DeviceTaintRules the test makes, by name; deleted afterwards."""
+    made: list[str] = []
+    yield made
+    for name in made:
+        taints_cluster.http("DELETE", f"{rule_api(taints_cluster)}/{name}")
+
+
+def rule_on_the_device(cluster: KubeCluster, made: list[str], effect: str) -> None:
+    name = f"ecc-{effect.lower()}"
+    body: Obj = {
+        "apiVersion": rule_api(cluster).split("/apis/", 1)[1].rsplit("/", 1)[0],
+        "kind": "DeviceTaintRule",
+        "metadata": {"name": name},
+        "spec": {
+            "deviceSelector": {
+                "driver": "gpu.nvidia.com",
+                "pool": "kwok-node-0",
+                "device": "gpu-0",
+            },
+            "taint": {"key": "example.com/ecc", "value": "failed", "effect": effect},
+        },
+    }
+    cluster.http("POST", rule_api(cluster), body)
+    made.append(name)
+
+
+def test_a_device_taint_rules_no_schedule_is_named_on_the_pending_service(
+    taints_cluster: KubeCluster,
+    taints_controller: ControllerProcess,
+    ns: str,
+    taint_rule: list[str],
+) -> None:
+    """The admin's DeviceTaintRule, not the driver's slice, taints the device."""
+    rule_on_the_device(taints_cluster, taint_rule, "NoSchedule")
+    apply_yaml(taints_cluster, model(False), ns)
+    pending_pod(taints_cluster, ns)
+    named = f"{DEVICE} (example.com/ecc=failed:NoSchedule)"
+    path = f"{API}/{ns}/inferenceservices/chat"
+    workload = condition(taints_cluster, path, "WorkloadReady", named)
+    assert workload["status"] == "False" and workload["reason"] == "Unschedulable", workload
+    assert published_taints(taints_cluster) == []  # the slice carries none
+    assert taints_controller.api_errors(ns) == []
+
+
+def test_a_device_taint_rules_no_execute_eviction_is_said(
+    taints_cluster: KubeCluster,
+    taints_controller: ControllerProcess,
+    ns: str,
+    taint_rule: list[str],
+) -> None:
+    apply_yaml(taints_cluster, model(False), ns)
+    first = running_pod(taints_cluster, ns)
+    wait_for(
+        lambda: (
+            ((get(taints_cluster, f"{API}/{ns}/inferenceservices/chat") or {}).get("status") or {})
+            .get("allocation", {})
+            .get("summary")
+            == "1/1"
+            or None
+        ),
+        "status.allocation 1/1",
+        taints_cluster,
+    )
+    rule_on_the_device(taints_cluster, taint_rule, "NoExecute")
+    said = f"pod {first} evicted: device {DEVICE} has taint example.com/ecc=failed:NoExecute"
+    path = f"{API}/{ns}/inferenceservices/chat"
+    eviction = condition(taints_cluster, path, "DeviceTaintEviction", said)
+    assert eviction["status"] == "True", eviction
+    assert taints_controller.api_errors(ns) == []

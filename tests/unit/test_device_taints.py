@@ -8,7 +8,10 @@ from typing import Any
 
 import pytest
 
+from controller.cache import Cache
+from objtypes import Obj
 from reconcilers.devices import explain, selectors
+from reconcilers.devices.lookup import allocation_status
 from reconcilers.devices.taints import (
     Taint,
     device_taints,
@@ -179,3 +182,21 @@ def test_a_terminating_pod_on_a_no_execute_device_is_an_eviction_without_the_mar
     pods = {"chat-1": terminating, "chat-2": {}}
     assert [e.pod for e in evictions(ALLOCATION, pods, NO_EXECUTE, [])] == ["chat-1"]
     assert devices_to_reread(ALLOCATION, pods) == [(DRIVER, "n0", "gpu-0")]
+
+
+def test_a_bound_pods_devices_outlive_its_claim_in_a_cache_behind_on_pods() -> None:
+    """The claim's deallocation (its watch) can reach the cache before the pod's deletion
+    (another watch): the last allocation keeps the pod's devices, which name the taint."""
+    row = {"claim": "chat-1-gpus", "request": "gpu", "driver": DRIVER, "pool": "n0"}
+    previous = {"pods": [{"name": "chat-1", "devices": [{**row, "device": "gpu-0"}]}]}
+    claims = [{"name": "gpus", "resourceClaimName": "c"}]
+    pod: Obj = {
+        "metadata": {"name": "chat-1", "namespace": "team"},
+        "spec": {"nodeName": "n0", "resourceClaims": claims},
+    }
+    kept = allocation_status(Cache(), [pod], 1, previous)
+    assert kept["pods"] == previous["pods"] and kept["summary"] == "1/1"
+    unbound = {**pod, "spec": {"nodeName": "", "resourceClaims": claims}}
+    assert allocation_status(Cache(), [unbound], 1, previous)["pods"] == [
+        {"name": "chat-1", "devices": []}
+    ]

@@ -179,3 +179,11 @@ def test_with_the_device_plugin_resource_advertised_sharing_stays_on_it() -> Non
     plugin = Cluster(CLASSES, plugin_nodes=1, extended_class=None, devices=DEVICES)
     assert made(isvc({"mode": "shared", "memoryLimitGiB": 20}), plugin) is None
     assert made(isvc({"mode": "partitioned", "profile": "1g.10gb"}), plugin) is None
+
+
+def test_a_fraction_flag_in_extra_args_in_any_spelling_is_the_users() -> None:
+    for args in (["--gpu-memory-utilization", "0.3"], ["--gpu_memory_utilization=0.3"]):
+        assert made(isvc({"mode": "shared", "memoryLimitGiB": 20}, extraArgs=args)).fraction is None
+    sglang = isvc({"mode": "shared", "memoryLimitGiB": 20}, runtime="sglang")
+    sglang["spec"]["extraArgs"] = ["--mem-fraction-static", "0.3"]
+    assert made(sglang).fraction is None
