@@ -5,13 +5,14 @@ device gets a NoExecute taint its claim does not tolerate; the Deployment recrea
 and without this the service would only show a pod that vanished. The last written
 `status.allocation` names each pod's devices, so a reconcile that finds such a pod
 marked (or gone) with its device tainted names the pod, the device and the taint: in the
-DeviceTaintEviction condition (kept while the service is not Ready again), beside
+DeviceTaintEviction condition (kept until the service is Ready again with every live pod
+Ready), beside
 Ready's message, and in a Warning Event, once per eviction.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
 from api import ModelSpec
@@ -30,7 +31,7 @@ from reconcilers.devices.taints import (
     request_tolerations,
     slice_taints,
 )
-from reconcilers.inferenceservice.pods import service_pods
+from reconcilers.inferenceservice.pods import live_pods, pod_ready, service_pods
 from reconcilers.writes.conditions import Condition
 
 EVICTED = "EvictedByDeviceTaint"  # the condition's reason
@@ -68,6 +69,14 @@ async def _taints(
     return taints
 
 
+def serving_again(workload: list[Condition], pods: Iterable[Obj]) -> bool:
+    """Ready, and every live pod Ready by its own conditions: the Deployment's
+    readyReplicas, behind Ready, may still count the evicted pod while its replacement
+    is pending, and the eviction must still be said then."""
+    ready = any(w.type == c.READY and w.status for w in workload)
+    return ready and all(pod_ready(p) for p in live_pods(pods))
+
+
 async def eviction_conditions(
     ctx: Context,
     isvc: Obj,
@@ -89,7 +98,7 @@ async def eviction_conditions(
     found = evictions(allocation, pods, taints, tolerations)
     previous = _previous(status)
     told = str(previous.get("message") or "") if previous else ""
-    serving = any(w.type == c.READY and w.status for w in workload)
+    serving = serving_again(workload, pods.values())
     if found:
         message = "; ".join(str(e) for e in found)
         for e in found:

@@ -22,6 +22,8 @@ from reconcilers.devices.taints import (
     tolerates,
     untolerated,
 )
+from reconcilers.inferenceservice.device_taints import serving_again
+from reconcilers.writes.conditions import Condition
 
 DRIVER = "gpu.nvidia.com"
 CLASS = {DRIVER: {"metadata": {"name": DRIVER}, "spec": {"selectors": []}}}
@@ -200,3 +202,18 @@ def test_a_bound_pods_devices_outlive_its_claim_in_a_cache_behind_on_pods() -> N
     assert allocation_status(Cache(), [unbound], 1, previous)["pods"] == [
         {"name": "chat-1", "devices": []}
     ]
+
+
+def test_the_eviction_is_said_until_every_live_pod_serves_again() -> None:
+    """Seen on the real control plane: Ready still True from the Deployment's lagging
+    readyReplicas while the evicted pod's replacement is pending cleared the condition
+    one reconcile after it was written."""
+    ready = [Condition("Ready", True, "Serving", "1/1 replicas ready")]
+    pending: Obj = {"metadata": {"name": "chat-2"}, "status": {"phase": "Pending"}}
+    running: Obj = {
+        "metadata": {"name": "chat-2"},
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+    }
+    assert not serving_again(ready, [pending])
+    assert serving_again(ready, [running])
+    assert not serving_again([Condition("Ready", False, "Unschedulable", "")], [running])
