@@ -101,27 +101,17 @@ kind: InferenceService
 metadata: {{name: {MANAGED}}}
 spec: {{modelRef: {MANAGED}, runtime: vllm}}
 """
-# Two services sharing one GPU through DRA: each a 40Gi share of an 80Gi device that allows
-# multiple allocations (KEP-5075), on templates the controller makes from gpuSharing.
+# Two services sharing one GPU through DRA, on the managed Model above: each a 40Gi share
+# of an 80Gi device that allows multiple allocations (KEP-5075), on templates the
+# controller makes from gpuSharing.
 SHARED = ("qwen3-8b-shared-a", "qwen3-8b-shared-b")
-SHARED_MODEL = "qwen3-8b-shared"
-SHARED_SERVICES = f"""
-apiVersion: inference.llmkube.dev/v1alpha1
-kind: Model
-metadata: {{name: {SHARED_MODEL}}}
-spec:
-  source: Qwen/Qwen3-8B
-  format: safetensors
-  hardware:
-    accelerator: cuda
-    gpu: {{enabled: true, vendor: nvidia, count: 1}}
-""" + "".join(
+SHARED_SERVICES = "".join(
     f"""---
 apiVersion: inference.llmkube.dev/v1alpha1
 kind: InferenceService
 metadata: {{name: {name}}}
 spec:
-  modelRef: {SHARED_MODEL}
+  modelRef: {MANAGED}
   runtime: vllm
   resources: {{gpuSharing: {{mode: shared, memoryLimitGiB: 40}}}}
 """

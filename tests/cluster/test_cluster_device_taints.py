@@ -140,6 +140,21 @@ def running_pod(cluster: KubeCluster, ns: str) -> str:
     return wait_for(found, "the service's pod Ready", cluster)
 
 
+def allocated_once(cluster: KubeCluster, ns: str) -> None:
+    """Until the service's status.allocation shows its pod's device (1/1)."""
+    wait_for(
+        lambda: (
+            ((get(cluster, f"{API}/{ns}/inferenceservices/chat") or {}).get("status") or {})
+            .get("allocation", {})
+            .get("summary")
+            == "1/1"
+            or None
+        ),
+        "status.allocation 1/1",
+        cluster,
+    )
+
+
 def pending_pod(cluster: KubeCluster, ns: str) -> Obj:
     def found() -> Obj | None:
         for p in service_pods(cluster, ns):
@@ -178,17 +193,7 @@ def test_a_no_execute_taint_evicts_the_running_pod_and_the_status_says_so(
 ) -> None:
     apply_yaml(taints_cluster, model(False), ns)
     first = running_pod(taints_cluster, ns)
-    wait_for(
-        lambda: (
-            ((get(taints_cluster, f"{API}/{ns}/inferenceservices/chat") or {}).get("status") or {})
-            .get("allocation", {})
-            .get("summary")
-            == "1/1"
-            or None
-        ),
-        "status.allocation 1/1",
-        taints_cluster,
-    )
+    allocated_once(taints_cluster, ns)
     tainted(taints_cluster, "NoExecute")
 
     said = f"pod {first} evicted: device {DEVICE} has taint example.com/ecc=failed:NoExecute"
@@ -296,17 +301,7 @@ def test_a_device_taint_rules_no_execute_eviction_is_said(
 ) -> None:
     apply_yaml(taints_cluster, model(False), ns)
     first = running_pod(taints_cluster, ns)
-    wait_for(
-        lambda: (
-            ((get(taints_cluster, f"{API}/{ns}/inferenceservices/chat") or {}).get("status") or {})
-            .get("allocation", {})
-            .get("summary")
-            == "1/1"
-            or None
-        ),
-        "status.allocation 1/1",
-        taints_cluster,
-    )
+    allocated_once(taints_cluster, ns)
     rule_on_the_device(taints_cluster, taint_rule, "NoExecute")
     said = f"pod {first} evicted: device {DEVICE} has taint example.com/ecc=failed:NoExecute"
     path = f"{API}/{ns}/inferenceservices/chat"
