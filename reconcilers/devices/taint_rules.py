@@ -22,6 +22,7 @@ from typing import Any
 
 import structlog
 
+from controller.clock import REAL, Clock
 from controller.errors import ApiError
 from controller.kube import KubeClient
 from controller.resources import ResourceType
@@ -99,6 +100,26 @@ def with_rule_taints(
         else d
         for d in devices
     ]
+
+
+class TaintRuleReader:
+    """The rules as last listed, reused for PENDING_REUSE seconds when asked for a
+    pending pod's explanation (many pending services would otherwise list them once
+    each); listed afresh for a departing pod, whose eviction a rule may have just caused."""
+
+    PENDING_REUSE = 5.0
+
+    def __init__(self, client: KubeClient, served: ServedTypes, clock: Clock = REAL) -> None:
+        self._client, self._served, self._clock = client, served, clock
+        self._last: tuple[float, list[Obj]] | None = None
+
+    async def rules(self, *, fresh: bool) -> list[Obj]:
+        now = self._clock.monotonic()
+        if not fresh and self._last is not None and now < self._last[0] + self.PENDING_REUSE:
+            return self._last[1]
+        found = await list_rules(self._client, self._served)
+        self._last = (now, found)
+        return found
 
 
 async def list_rules(client: KubeClient, served: ServedTypes) -> list[Obj]:

@@ -62,7 +62,7 @@ from reconcilers.devices import selectors
 from reconcilers.devices.claims import missing_claims, names_claim
 from reconcilers.devices.lookup import device_classes, index_slices, resource_slices
 from reconcilers.devices.managed import ManagedClaims, Refused, allocatable_changed
-from reconcilers.devices.taint_rules import list_rules, rule_taints
+from reconcilers.devices.taint_rules import TaintRuleReader, rule_taints
 from reconcilers.devices.taints import devices_to_reread
 from reconcilers.discovery import ServedTypes
 from reconcilers.inferenceservice.ensure import apply
@@ -110,6 +110,7 @@ class InferenceServiceReconciler:
         index_slices(ctx.cache)  # allocated devices' product and memory, by driver/pool
         # Pyrra's and the AI Gateway's types, which the cluster may not serve (discovery).
         self.served = ServedTypes(ctx.client)
+        self.taint_rules = TaintRuleReader(ctx.client, self.served)
 
     @property
     def primary(self) -> ResourceType:
@@ -325,9 +326,10 @@ class InferenceServiceReconciler:
         cache = self.ctx.cache
         pods = {p["metadata"]["name"]: p for p in service_pods(cache, isvc)}
         allocation = self.ctx.status.current(isvc).get("allocation")
-        if not unschedulable(cache, isvc) and not devices_to_reread(allocation, pods):
+        departing = bool(devices_to_reread(allocation, pods))
+        if not departing and not unschedulable(cache, isvc):
             return {}
-        rules = await list_rules(self.ctx.client, self.served)
+        rules = await self.taint_rules.rules(fresh=departing)
         if not rules:
             return {}
         found = selectors.devices(resource_slices(cache))

@@ -4,11 +4,22 @@ device) and 1.34's v1alpha3 one (also deviceClassName and CEL selectors)."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from controller.errors import NotFound
+from controller.resources import ResourceType
 from devcluster.fake_dra_driver import device_class, resource_slices
 from objtypes import Obj
 from reconcilers.devices import explain, selectors
-from reconcilers.devices.taint_rules import rule_taints, selects, with_rule_taints
+from reconcilers.devices.taint_rules import (
+    TaintRuleReader,
+    rule_taints,
+    selects,
+    with_rule_taints,
+)
 from reconcilers.devices.taints import Taint
+from reconcilers.discovery import ServedTypes
+from tests.support.clock import FakeClock
 
 DEVICES = selectors.devices(resource_slices("node-0", 2))
 CLASSES = {"gpu.nvidia.com": device_class()}
@@ -66,3 +77,39 @@ def test_a_rules_taint_is_explained_as_a_slices_is() -> None:
     assert "2 of 2 matching device(s) are tainted" in short.message, short.message
     assert "gpu.nvidia.com/node-0/gpu-0 (example.com/ecc=failed:NoSchedule)" in short.message
     assert explain.shortfalls("T", spec, CLASSES, list(DEVICES)) == []
+
+
+class RulesServer:
+    """Discovery serving devicetaintrules in one version, and its list, counting lists."""
+
+    def __init__(self, version: str) -> None:
+        self.version = version
+        self.lists: list[str] = []
+        self.items: list[Obj] = [rule({"device": "gpu-0"})]
+
+    async def request(self, method: str, path: str, **_: Any) -> Obj:
+        if path != f"/apis/resource.k8s.io/{self.version}":
+            raise NotFound(404, "NotFound", "not served")
+        return {"resources": [{"name": "devicetaintrules"}]}
+
+    async def list(self, rt: ResourceType, namespace: str | None = None) -> tuple[list[Obj], str]:
+        self.lists.append(rt.api_version)
+        return list(self.items), "1"
+
+
+async def test_rules_are_listed_from_the_version_served_and_reused_only_while_pending() -> None:
+    clock = FakeClock()
+    for version in ("v1", "v1alpha3"):
+        server = RulesServer(version)
+        reader = TaintRuleReader(server, ServedTypes(server, clock), clock)  # type: ignore[arg-type]
+        assert await reader.rules(fresh=False) == server.items
+        assert server.lists == [f"resource.k8s.io/{version}"]
+    server.items = []
+    assert await reader.rules(fresh=False) != []  # a pending pod's: the last list, 5 s
+    assert await reader.rules(fresh=True) == []  # a departing pod's: listed now
+    clock.t += TaintRuleReader.PENDING_REUSE + 1
+    assert await reader.rules(fresh=False) == [] and len(server.lists) == 3
+    nothing = RulesServer("v1beta9")
+    served = ServedTypes(nothing, clock)  # type: ignore[arg-type]
+    assert await TaintRuleReader(nothing, served, clock).rules(fresh=True) == []  # type: ignore[arg-type]
+    assert nothing.lists == []
