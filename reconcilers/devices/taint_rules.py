@@ -105,7 +105,8 @@ def with_rule_taints(
 class TaintRuleReader:
     """The rules as last listed, reused for PENDING_REUSE seconds when asked for a
     pending pod's explanation (many pending services would otherwise list them once
-    each); listed afresh for a departing pod, whose eviction a rule may have just caused."""
+    each), the caller then looking again once that list is out of date; listed afresh
+    for a departing pod, whose eviction a rule may have just caused."""
 
     PENDING_REUSE = 5.0
 
@@ -113,13 +114,14 @@ class TaintRuleReader:
         self._client, self._served, self._clock = client, served, clock
         self._last: tuple[float, list[Obj]] | None = None
 
-    async def rules(self, *, fresh: bool) -> list[Obj]:
+    async def rules(self, *, fresh: bool) -> tuple[list[Obj], float]:
+        """The rules, and in how many seconds a reused list is out of date (0: listed now)."""
         now = self._clock.monotonic()
         if not fresh and self._last is not None and now < self._last[0] + self.PENDING_REUSE:
-            return self._last[1]
+            return self._last[1], self._last[0] + self.PENDING_REUSE - now
         found = await list_rules(self._client, self._served)
         self._last = (now, found)
-        return found
+        return found, 0.0
 
 
 async def list_rules(client: KubeClient, served: ServedTypes) -> list[Obj]:

@@ -320,20 +320,21 @@ class InferenceServiceReconciler:
             return Result()
         return await self._serve(isvc, service, model, missing, made)
 
-    async def _rule_taints(self, isvc: Obj) -> RuleTaints:
+    async def _rule_taints(self, isvc: Obj) -> tuple[RuleTaints, float]:
         """The DeviceTaintRules' taints, when a pod of the service is pending or departing
-        (they are listed, not watched: taint_rules.py); else none."""
+        (they are listed, not watched: taint_rules.py), else none; and when to look again
+        where they came from a list reused for a pending pod (0: no need)."""
         cache = self.ctx.cache
         pods = {p["metadata"]["name"]: p for p in service_pods(cache, isvc)}
         allocation = self.ctx.status.current(isvc).get("allocation")
         departing = bool(devices_to_reread(allocation, pods))
         if not departing and not unschedulable(cache, isvc):
-            return {}
-        rules = await self.taint_rules.rules(fresh=departing)
+            return {}, 0.0
+        rules, stale_in = await self.taint_rules.rules(fresh=departing)
         if not rules:
-            return {}
+            return {}, stale_in
         found = selectors.devices(resource_slices(cache))
-        return rule_taints(rules, found, device_classes(cache))
+        return rule_taints(rules, found, device_classes(cache)), stale_in
 
     async def _serve(
         self,
@@ -344,7 +345,7 @@ class InferenceServiceReconciler:
         made: ManagedClaims | None,
     ) -> Result:
         """plan -> apply -> status; a refused plan writes only the status."""
-        rules = await self._rule_taints(isvc)
+        rules, rules_stale_in = await self._rule_taints(isvc)
         facts = observe(self.ctx.cache, isvc, service, model, missing, made, rules)
         decided = plan(
             isvc,
@@ -370,7 +371,7 @@ class InferenceServiceReconciler:
         # maxPodLifetimeSeconds: the next pod to recycle, if any; a held rollout's next look;
         # an integration whose CRDs are missing, looked at again.
         recycle = await self.recycler.recycle_expired(self.ctx, isvc, service, now)
-        after = earliest(recycle, applied.rollout.requeue)
+        after = earliest(recycle, applied.rollout.requeue, rules_stale_in)
         if any(i.recheck for i in integrations):
             after = earliest(after, RECHECK)
         return Result(requeue_after=after)

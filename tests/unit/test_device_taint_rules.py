@@ -102,14 +102,16 @@ async def test_rules_are_listed_from_the_version_served_and_reused_only_while_pe
     for version in ("v1", "v1alpha3"):
         server = RulesServer(version)
         reader = TaintRuleReader(server, ServedTypes(server, clock), clock)  # type: ignore[arg-type]
-        assert await reader.rules(fresh=False) == server.items
+        assert await reader.rules(fresh=False) == (server.items, 0.0)
         assert server.lists == [f"resource.k8s.io/{version}"]
     server.items = []
-    assert await reader.rules(fresh=False) != []  # a pending pod's: the last list, 5 s
-    assert await reader.rules(fresh=True) == []  # a departing pod's: listed now
+    clock.t += 2
+    # A pending pod's: the last list, and when it is out of date (the caller looks again).
+    assert await reader.rules(fresh=False) == ([rule({"device": "gpu-0"})], 3.0)
+    assert await reader.rules(fresh=True) == ([], 0.0)  # a departing pod's: listed now
     clock.t += TaintRuleReader.PENDING_REUSE + 1
-    assert await reader.rules(fresh=False) == [] and len(server.lists) == 3
+    assert await reader.rules(fresh=False) == ([], 0.0) and len(server.lists) == 3
     nothing = RulesServer("v1beta9")
     served = ServedTypes(nothing, clock)  # type: ignore[arg-type]
-    assert await TaintRuleReader(nothing, served, clock).rules(fresh=True) == []  # type: ignore[arg-type]
+    assert await TaintRuleReader(nothing, served, clock).rules(fresh=True) == ([], 0.0)  # type: ignore[arg-type]
     assert nothing.lists == []
