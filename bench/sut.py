@@ -111,8 +111,10 @@ async def product(
 
     stats |= {
         "objects": len(cached),
-        "reconciles": metric(
-            "controller_runtime_reconcile_total", controller=controller, result="success"
+        # Every reconcile, whatever its result: one that asked to be requeued counts too.
+        "reconciles": sum(
+            metric("controller_runtime_reconcile_total", controller=controller, result=r)
+            for r in ("success", "requeue_after", "error")
         ),
         "events_written": metric("llmkube_events_written_total", action="create")
         + metric("llmkube_events_written_total", action="patch"),

@@ -135,8 +135,11 @@ class InferenceServiceReconciler:
             # A Namespace that starts or stops enforcing Pod Security `restricted`.
             Watch(NAMESPACE, self._in_namespace),
             Watch(RESOURCE_CLAIM, lambda e: self._using_claim(e, "resourceClaimName")),
+            # The managed template we apply comes back as ADDED: our own write (OwnWrites).
             Watch(
-                RESOURCE_CLAIM_TEMPLATE, lambda e: self._using_claim(e, "resourceClaimTemplateName")
+                RESOURCE_CLAIM_TEMPLATE,
+                lambda e: self._using_claim(e, "resourceClaimTemplateName"),
+                predicates=(writes.follow(RESOURCE_CLAIM_TEMPLATE),),
             ),
             Watch(
                 DEPLOYMENT,

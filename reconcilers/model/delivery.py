@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from api import ModelSpec
 from api import conditions as c
 from api.model import DIGEST_SOURCES
+from controller.informer import MODIFIED, Event
 from objtypes import Obj
 from reconcilers.sources.loader import LOADER_NAME, staged_names
 
@@ -37,6 +38,20 @@ def _loader_statuses(pod: Obj) -> Iterator[Obj]:
     ):
         if s.get("name") == LOADER_NAME:
             yield s
+
+
+def loader_changed(event: Event) -> bool:
+    """A pod event a Model's delivery may read: its arrival or departure, a change of its
+    labels or spec (the loader's pins), or of its loader's status. The rest of a pod's
+    status (conditions, phase, the runtime's container) moves no Model."""
+    old, new = event.old, event.obj
+    if event.type != MODIFIED or old is None:
+        return True
+    if (old.get("metadata") or {}).get("labels") != (new.get("metadata") or {}).get("labels"):
+        return True
+    if old.get("spec") != new.get("spec"):
+        return True
+    return list(_loader_statuses(old)) != list(_loader_statuses(new))
 
 
 def _report(terminated: Obj | None) -> tuple[int, Obj] | None:

@@ -48,7 +48,7 @@ from reconcilers.devices.managed import (
     driver_of,
     memory_selector,
 )
-from reconcilers.model.delivery import Delivery, delivery
+from reconcilers.model.delivery import Delivery, delivery, loader_changed
 from reconcilers.model.pods import index_model_pods, model_pods
 from reconcilers.model.prefetch import ensure_prefetch
 from reconcilers.opening import open_object
@@ -216,7 +216,7 @@ class ModelReconciler:
             # Managed claims: whether a node advertises the device-plugin resource.
             Watch(NODE, self._gpu_models, predicates=(allocatable_changed,)),
             # The loaders' termination messages: serving pods and prefetch Job pods.
-            Watch(POD, self._labelled, OWNED_SELECTOR),
+            Watch(POD, self._labelled, OWNED_SELECTOR, (loader_changed,)),
             Watch(JOB, self._labelled, OWNED_SELECTOR),
         ]
 

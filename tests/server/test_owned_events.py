@@ -11,18 +11,20 @@ from __future__ import annotations
 
 from app.manifests import apply_text
 from controller.kube import KubeClient
+from controller.manager import Manager
 from controller.resources import (
     DEPLOYMENT,
     INFERENCE_SERVICE,
     MODEL,
     POD,
     POD_DISRUPTION_BUDGET,
+    RESOURCE_CLAIM_TEMPLATE,
     SERVICE,
     ResourceType,
 )
 from objtypes import Obj
 from tests.support.manager import manager_for, reconciles
-from tests.support.manifests import isvc_yaml, model_yaml
+from tests.support.manifests import DRA_CLUSTER_YAML, isvc_yaml, model_yaml
 from tests.support.waiting import eventually, wait_condition
 from testserver.process import ApiServerProcess
 
@@ -110,3 +112,68 @@ async def test_services_whose_pods_exist_reconcile_once_each_and_real_changes_wa
         assert reconciles(manager, "inferenceservice") == 6
     finally:
         await manager.stop()
+
+
+async def test_a_managed_template_coming_back_through_the_watch_wakes_nothing(
+    apiserver: ApiServerProcess, kube: KubeClient
+) -> None:
+    """A GPU Model without claims where the GPUs come only through DRA: each service's
+    reconcile applies a ResourceClaimTemplate made for it (reconcilers/devices/managed.py),
+    whose ADDED event woke the service a second time (2 reconciles per service)."""
+    await apply_text(kube, DRA_CLUSTER_YAML)
+    await apply_text(kube, model_yaml("m", "      enabled: true\n      count: 1"))
+    manager = manager_for(kube)
+    await manager.start()
+    try:
+        await manager.wait_synced()
+        await manager.wait_idle(settle=0.3)
+        for i in range(3):
+            await apply_text(kube, isvc_yaml(f"svc-{i}", "m"))
+        for i in range(3):
+            await wait_condition(kube, INFERENCE_SERVICE, f"svc-{i}", "DeviceCount", "True")
+        await manager.wait_idle(settle=0.3)
+        templates, _ = await kube.list(RESOURCE_CLAIM_TEMPLATE, "default")
+        assert len(templates) == 3
+        assert reconciles(manager, "inferenceservice") == 3
+    finally:
+        await manager.stop()
+
+
+async def test_a_pods_runtime_status_wakes_no_model_and_its_loaders_does(
+    apiserver: ApiServerProcess, kube: KubeClient
+) -> None:
+    """A Model reads its pods' loader reports (reconcilers/model/delivery.py): a serving
+    pod's phase, conditions and runtime container reconciled every Model it names, once
+    per pod update."""
+    await apply_text(kube, model_yaml("m", CPU))
+    pod = service_pod(0)
+    pod["metadata"]["labels"]["inference.llmkube.dev/model"] = "m"
+    pod["spec"]["initContainers"] = [{"name": "model-loader", "image": "busybox"}]
+    await kube.create(POD, pod)
+    manager = manager_for(kube)
+    await manager.start()
+    try:
+        await manager.wait_synced()
+        await wait_condition(kube, MODEL, "m", "Ready", "True")
+        await manager.wait_idle(settle=0.3)
+        before = reconciles(manager, "model")
+        name = pod["metadata"]["name"]
+        for ready in ("False", "True"):
+            status = {
+                "phase": "Running",
+                "conditions": [{"type": "Ready", "status": ready}],
+                "containerStatuses": [{"name": "vllm", "ready": ready == "True"}],
+            }
+            await kube.patch(POD, "default", name, {"status": status}, subresource="status")
+        await manager.wait_idle(settle=0.3)
+        assert reconciles(manager, "model") == before
+        loading = [{"name": "model-loader", "state": {"running": {}}}]
+        patch = {"status": {"initContainerStatuses": loading}}
+        await kube.patch(POD, "default", name, patch, subresource="status")
+        await eventually(lambda: _reconciled(manager, before + 1), what="the Model reconciled once")
+    finally:
+        await manager.stop()
+
+
+async def _reconciled(manager: Manager, count: float) -> bool:
+    return reconciles(manager, "model") >= count

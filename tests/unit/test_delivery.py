@@ -8,14 +8,16 @@ tests/server/test_delivery.py.
 from __future__ import annotations
 
 import json
+from copy import deepcopy
 
 import pytest
 
 from api import InvalidSpec, parse_inference_service, parse_model
+from controller.informer import ADDED, DELETED, MODIFIED, Event
 from objtypes import Obj
 from reconcilers.inferenceservice.scope import scope_for
 from reconcilers.inferenceservice.workload import pod_spec
-from reconcilers.model.delivery import delivery
+from reconcilers.model.delivery import delivery, loader_changed
 from reconcilers.sources.loader import LOADER_NAME
 
 URL = "https://models.example/q/qwen-q4.gguf"
@@ -102,3 +104,48 @@ def test_a_loader_refusing_its_input_fails_the_model_as_invalid() -> None:
     found = delivery(spec, [pod])
     assert (found.phase, found.reason) == ("Failed", "InvalidSpec")
     assert found.message.startswith("the loader refused '../k/m.gguf'")
+
+
+# -- which pod events a Model reads (no server) -------------------------------------------
+
+
+def _served_pod(**status: object) -> Obj:
+    return {
+        "metadata": {"name": "p", "namespace": "default", "labels": {"m": "x"}},
+        "spec": {"initContainers": [{"name": LOADER_NAME}], "containers": [{"name": "vllm"}]},
+        "status": {"phase": "Pending", **status},
+    }
+
+
+def test_a_model_is_woken_by_its_loaders_status_and_not_by_the_rest_of_the_pod() -> None:
+    """The Model reads a pod's labels, spec (the loader's pins) and loader status; the
+    runtime becoming Ready, the phase and the conditions move no Model (each woke every
+    Model its pods name, once per pod update)."""
+    loading = {"name": LOADER_NAME, "state": {"running": {}}}
+    old = _served_pod(initContainerStatuses=[loading])
+
+    def update(edit: object) -> bool:
+        new = deepcopy(old)
+        edit(new)  # type: ignore[operator]
+        return loader_changed(Event(MODIFIED, new, old))
+
+    def runtime_ready(p: Obj) -> None:
+        p["status"]["phase"] = "Running"
+        p["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+        p["status"]["containerStatuses"] = [{"name": "vllm", "ready": True}]
+
+    def loader_done(p: Obj) -> None:
+        done = {"terminated": {"exitCode": 0, "message": "{}"}}
+        p["status"]["initContainerStatuses"] = [{"name": LOADER_NAME, "state": done}]
+
+    def bound(p: Obj) -> None:
+        p["spec"]["nodeName"] = "n1"
+
+    def relabelled(p: Obj) -> None:
+        p["metadata"]["labels"]["m"] = "y"
+
+    assert not update(runtime_ready)
+    assert update(loader_done)
+    assert update(bound)
+    assert update(relabelled)
+    assert loader_changed(Event(ADDED, old)) and loader_changed(Event(DELETED, old))
