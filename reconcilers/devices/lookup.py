@@ -18,6 +18,7 @@ to a service's pods, in the `status.allocation` shape other components read:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 
 from api import ModelSpec
@@ -78,10 +79,10 @@ def claim_shortfalls(
     the claim, the request, the selector and what is published (explain.py). An
     allocated claim has been served: not checked. `rule_taints`: the DeviceTaintRules'
     taints (taint_rules.py), beside the slices'."""
-    classes = device_classes(cache)
-    found = selectors.devices(resource_slices(cache))
-    if rule_taints:
-        found = with_rule_taints(found, rule_taints)
+    slices, class_list = resource_slices(cache), cache.list(DEVICE_CLASS)
+    world = _world(slices, class_list, rule_taints)
+    classes: dict[str, Obj] | None = None
+    found: list[selectors.Device] = []
     messages: list[str] = []
     for ref in model.gpu.claims:
         if ref.template_name:
@@ -95,8 +96,51 @@ def claim_shortfalls(
         if obj is None or dra.is_allocated(obj):
             continue
         spec = dra.claim_spec(obj)
-        messages += [s.message for s in explain.shortfalls(label, spec, classes, found)]
+        key = (world, label, json.dumps(spec, sort_keys=True)) if world else None
+        known = _SHORTFALLS.get(key) if key else None
+        if known is None:
+            if classes is None:
+                classes = {c["metadata"]["name"]: c for c in class_list}
+                found = selectors.devices(slices)
+                if rule_taints:
+                    found = with_rule_taints(found, rule_taints)
+            known = [s.message for s in explain.shortfalls(label, spec, classes, found)]
+            if key:
+                _remember(key, known)
+        messages += known
     return messages
+
+
+# claim_shortfalls' answers by what they are worked out from: every reconcile of a
+# service on claims asked again, and each CEL evaluation against every published device
+# was most of the product's CPU on a cluster with DRA. Bounded; the key holds every input.
+_SHORTFALLS: dict[tuple[object, ...], list[str]] = {}
+_SHORTFALLS_MAX = 4096
+
+
+def _world(
+    slices: list[Obj],
+    classes: list[Obj],
+    rule_taints: Mapping[tuple[str, str, str], tuple[Taint, ...]] | None,
+) -> tuple[object, ...] | None:
+    """What a shortfall depends on beside the claim: the slices and classes by name and
+    resourceVersion, and the rules' taints; None where an object has no resourceVersion
+    (then nothing tells two versions apart, and nothing is remembered)."""
+    versions = []
+    for obj in (*slices, *classes):
+        meta = obj.get("metadata") or {}
+        rv = meta.get("resourceVersion")
+        if not rv:
+            return None
+        versions.append((meta.get("name"), rv))
+    taints = tuple(sorted((rule_taints or {}).items()))
+    return (tuple(versions), len(slices), taints)
+
+
+def _remember(key: tuple[object, ...], messages: list[str]) -> None:
+    if len(_SHORTFALLS) >= _SHORTFALLS_MAX:
+        _SHORTFALLS.clear()
+    _SHORTFALLS[key] = messages
 
 
 def device_classes(cache: Cache) -> dict[str, Obj]:
@@ -116,14 +160,33 @@ def plugin_nodes(cache: Cache, resource: str) -> int:
     return found
 
 
+BY_OWNER = "managed-by-owner"
+
+
+def managed_owners(template: Obj) -> list[str]:
+    """The index function: the owners' uids of a template this controller made."""
+    meta = template.get("metadata") or {}
+    if (meta.get("labels") or {}).get(MANAGED_CLAIM_LABEL) != "true":
+        return []
+    return [str(r["uid"]) for r in meta.get("ownerReferences") or [] if r.get("uid")]
+
+
+def index_managed_templates(cache: Cache) -> None:
+    cache.add_index(RESOURCE_CLAIM_TEMPLATE, BY_OWNER, managed_owners)
+
+
 def managed_templates(cache: Cache, namespace: str, owner_uid: str) -> list[Obj]:
-    """The ResourceClaimTemplates this controller made for one service (managed.py)."""
-    return [
-        t
-        for t in cache.list(RESOURCE_CLAIM_TEMPLATE, namespace)
-        if (t["metadata"].get("labels") or {}).get(MANAGED_CLAIM_LABEL) == "true"
-        and any(r.get("uid") == owner_uid for r in t["metadata"].get("ownerReferences") or [])
-    ]
+    """The ResourceClaimTemplates this controller made for one service (managed.py),
+    through the owner index where the manager keeps it (a scan of the namespace's
+    templates per reconcile grew with the number of services)."""
+    try:
+        return cache.by_index(RESOURCE_CLAIM_TEMPLATE, BY_OWNER, owner_uid, namespace)
+    except KeyError:  # index_managed_templates not run
+        return [
+            t
+            for t in cache.list(RESOURCE_CLAIM_TEMPLATE, namespace)
+            if owner_uid in managed_owners(t)
+        ]
 
 
 BY_POOL = "driver-pool"

@@ -60,7 +60,12 @@ from objtypes import Obj
 from reconcilers.context import Context
 from reconcilers.devices import selectors
 from reconcilers.devices.claims import missing_claims, names_claim
-from reconcilers.devices.lookup import device_classes, index_slices, resource_slices
+from reconcilers.devices.lookup import (
+    device_classes,
+    index_managed_templates,
+    index_slices,
+    resource_slices,
+)
 from reconcilers.devices.managed import ManagedClaims, Refused, allocatable_changed
 from reconcilers.devices.taint_rules import TaintRuleReader, rule_taints
 from reconcilers.devices.taints import devices_to_reread
@@ -108,6 +113,7 @@ class InferenceServiceReconciler:
         self.recycler = Recycler()  # maxPodLifetimeSeconds, and the pods it waits on
         index_pods(ctx.cache)  # its pods by the service label, kept from the first event on
         index_slices(ctx.cache)  # allocated devices' product and memory, by driver/pool
+        index_managed_templates(ctx.cache)  # the templates made for each service
         # Pyrra's and the AI Gateway's types, which the cluster may not serve (discovery).
         self.served = ServedTypes(ctx.client)
         self.taint_rules = TaintRuleReader(ctx.client, self.served)
