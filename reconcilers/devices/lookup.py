@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from api import ModelSpec
 from controller.cache import Cache
@@ -79,10 +80,6 @@ def claim_shortfalls(
     the claim, the request, the selector and what is published (explain.py). An
     allocated claim has been served: not checked. `rule_taints`: the DeviceTaintRules'
     taints (taint_rules.py), beside the slices'."""
-    slices, class_list = resource_slices(cache), cache.list(DEVICE_CLASS)
-    world = _world(slices, class_list, rule_taints)
-    classes: dict[str, Obj] | None = None
-    found: list[selectors.Device] = []
     messages: list[str] = []
     for ref in model.gpu.claims:
         if ref.template_name:
@@ -95,27 +92,41 @@ def claim_shortfalls(
             label = f"ResourceClaim {ref.claim_name}"
         if obj is None or dra.is_allocated(obj):
             continue
-        spec = dra.claim_spec(obj)
-        key = (world, label, json.dumps(spec, sort_keys=True)) if world else None
-        known = _SHORTFALLS.get(key) if key else None
-        if known is None:
-            if classes is None:
-                classes = {c["metadata"]["name"]: c for c in class_list}
-                found = selectors.devices(slices)
-                if rule_taints:
-                    found = with_rule_taints(found, rule_taints)
-            known = [s.message for s in explain.shortfalls(label, spec, classes, found)]
-            if key:
-                _remember(key, known)
-        messages += known
+        messages += spec_shortfalls(cache, label, dra.claim_spec(obj), rule_taints)
     return messages
 
 
-# claim_shortfalls' answers by what they are worked out from: every reconcile of a
+def spec_shortfalls(
+    cache: Cache,
+    label: str,
+    spec: Mapping[str, Any],
+    rule_taints: Mapping[tuple[str, str, str], tuple[Taint, ...]] | None = None,
+) -> list[str]:
+    """explain.shortfalls of one ResourceClaimSpec against the cached slices and classes,
+    as messages naming `label`. Worked out for a placeholder name and remembered, so that
+    services whose claims ask the same (every service of one Model on managed claims)
+    share one answer until a slice, a class or a rule's taint changes."""
+    slices, class_list = resource_slices(cache), cache.list(DEVICE_CLASS)
+    world = _world(slices, class_list, rule_taints)
+    key = (world, json.dumps(spec, sort_keys=True)) if world else None
+    known = _SHORTFALLS.get(key) if key else None
+    if known is None:
+        classes = {c["metadata"]["name"]: c for c in class_list}
+        found = selectors.devices(slices)
+        if rule_taints:
+            found = with_rule_taints(found, rule_taints)
+        known = [s.message for s in explain.shortfalls(_CLAIM, spec, classes, found)]
+        if key:
+            _remember(key, known)
+    return [m.replace(_CLAIM, label) for m in known]
+
+
+# spec_shortfalls' answers by what they are worked out from: every reconcile of a
 # service on claims asked again, and each CEL evaluation against every published device
 # was most of the product's CPU on a cluster with DRA. Bounded; the key holds every input.
 _SHORTFALLS: dict[tuple[object, ...], list[str]] = {}
 _SHORTFALLS_MAX = 4096
+_CLAIM = "\x00claim\x00"  # the claim's name in a remembered answer
 
 
 def _world(

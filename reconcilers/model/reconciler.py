@@ -32,7 +32,7 @@ from controller.resources import (
 )
 from objtypes import Obj
 from reconcilers.context import Context
-from reconcilers.devices import dra, explain, selectors
+from reconcilers.devices import dra
 from reconcilers.devices.claims import missing_claims, names_claim
 from reconcilers.devices.lookup import (
     claim_shortfalls,
@@ -40,6 +40,7 @@ from reconcilers.devices.lookup import (
     model_demand,
     plugin_nodes,
     resource_slices,
+    spec_shortfalls,
 )
 from reconcilers.devices.managed import (
     VENDOR_CLASSES,
@@ -176,14 +177,9 @@ def _managed_condition(
         return Condition(ACCELERATOR_READY, False, c.INSUFFICIENT_DEVICES, "; ".join(insufficient))
     memory = memory_selector(model, driver_of(classes[device_class], device_class))
     spec = claim_spec(device_class, count, (memory,) if memory else ())
-    found = selectors.devices(resource_slices(ctx.cache))
-    short = explain.shortfalls(
-        "the ResourceClaimTemplate made for each service", spec, classes, found
-    )
+    short = spec_shortfalls(ctx.cache, "the ResourceClaimTemplate made for each service", spec)
     if short:
-        return Condition(
-            ACCELERATOR_READY, False, c.UNSATISFIABLE_REQUEST, "; ".join(x.message for x in short)
-        )
+        return Condition(ACCELERATOR_READY, False, c.UNSATISFIABLE_REQUEST, "; ".join(short))
     return Condition(
         ACCELERATOR_READY,
         True,

@@ -114,7 +114,7 @@ def test_the_same_claim_and_slices_are_evaluated_once(evaluations: list[str]) ->
     first = shortfalls(small)
     assert len(first) == 1 and "96Gi" in first[0]
     assert shortfalls(copy.deepcopy(small)) == first
-    assert evaluations == ["ResourceClaimTemplate big"]
+    assert len(evaluations) == 1
 
 
 def test_a_slice_at_another_resource_version_is_evaluated_again(
@@ -132,3 +132,35 @@ def test_objects_without_a_resource_version_are_never_remembered(
     assert shortfalls(world("141Gi", None)) == []
     assert shortfalls(world("80Gi", None))
     assert len(evaluations) == 3
+
+
+def test_claims_asking_the_same_share_one_evaluation_and_keep_their_names(
+    evaluations: list[str],
+) -> None:
+    small = world("80Gi", "7")
+    twin = copy.deepcopy(small.objs[RESOURCE_CLAIM_TEMPLATE][0])
+    twin["metadata"]["name"] = "big-too"
+    small.objs[RESOURCE_CLAIM_TEMPLATE].append(twin)
+    both = parse_model(
+        {
+            "source": "Qwen/Qwen3-8B",
+            "format": "safetensors",
+            "hardware": {
+                "accelerator": "cuda",
+                "gpu": {
+                    "enabled": True,
+                    "vendor": "nvidia",
+                    "resourceClaims": [
+                        {"name": "a", "resourceClaimTemplateName": "big"},
+                        {"name": "b", "resourceClaimTemplateName": "big-too"},
+                    ],
+                },
+            },
+        }
+    )
+    said = lookup.claim_shortfalls(cast(Cache, small), "default", both)
+    assert [m.split(" request ")[0] for m in said] == [
+        "ResourceClaimTemplate big",
+        "ResourceClaimTemplate big-too",
+    ]
+    assert "\x00" not in "".join(said) and len(evaluations) == 1
