@@ -588,22 +588,28 @@ async def run_demo(site: Site, keep_running: bool = False) -> int:
             print(f"Model claims-and-resource-name (breaks a rule) rejected: {e.message}")
             ok_rejected = True
         names = ["qwen3-embedding", "qwen3-32b", FROM_CLAIMS, MANAGED, *SHARED]
-        ok = await _wait_all(client, names, site.timeout, _ready) and ok_rejected
+        failed = [] if ok_rejected else ["the Model breaking a rule was admitted"]
+        if not await _wait_all(client, names, site.timeout, _ready):
+            failed.append(f"not every service Ready within {site.timeout:.0f} s")
         await manager.wait_idle()
-        ok = ok and await _wait_all(client, names, site.timeout, _allocated)
-        ok = ok and await _one_device(client, SHARED)
+        if not failed and not await _wait_all(client, names, site.timeout, _allocated):
+            failed.append(f"not every device allocated within {site.timeout:.0f} s")
+        if not failed and not await _one_device(client, SHARED):
+            failed.append(f"{' and '.join(SHARED)} do not share one device")
         await _report(client, manager, site, names)
         for name in (names[1], FROM_CLAIMS):
             print(f"\n$ kubectl llmkube status {name}")
             print(await render_status(client, NAMESPACE, name))
         delivered, shown = await _delivery(client, site)
-        ok = ok and delivered
+        if not delivered:
+            failed.append("the Model delivery step (above)")
+        ok = not failed
         print(
             "\nDemo",
             f"succeeded on {site.name}: all six services serve on DRA claims (three on "
             f"templates the controller made, two of them sharing one GPU); {shown}."
             if ok
-            else "FAILED.",
+            else f"FAILED: {'; '.join(failed)}.",
         )
         if keep_running:
             print("Still running (Ctrl-C stops); try:")
