@@ -111,7 +111,7 @@ def spec_shortfalls(
     key = (world, json.dumps(spec, sort_keys=True)) if world else None
     known = _SHORTFALLS.get(key) if key else None
     if known is None:
-        classes = {c["metadata"]["name"]: c for c in class_list}
+        classes = device_classes(cache)
         found = selectors.devices(slices)
         if rule_taints:
             found = with_rule_taints(found, rule_taints)
@@ -137,15 +137,21 @@ def _world(
     """What a shortfall depends on beside the claim: the slices and classes by name and
     resourceVersion, and the rules' taints; None where an object has no resourceVersion
     (then nothing tells two versions apart, and nothing is remembered)."""
-    versions = []
-    for obj in (*slices, *classes):
+    versions = (_versions(slices), _versions(classes))
+    if None in versions:
+        return None
+    return (*versions, tuple(sorted((rule_taints or {}).items())))
+
+
+def _versions(objs: list[Obj]) -> tuple[tuple[object, object], ...] | None:
+    """(name, resourceVersion) of each object; None where one has no resourceVersion."""
+    found = []
+    for obj in objs:
         meta = obj.get("metadata") or {}
-        rv = meta.get("resourceVersion")
-        if not rv:
+        if not meta.get("resourceVersion"):
             return None
-        versions.append((meta.get("name"), rv))
-    taints = tuple(sorted((rule_taints or {}).items()))
-    return (tuple(versions), len(slices), taints)
+        found.append((meta.get("name"), meta["resourceVersion"]))
+    return tuple(found)
 
 
 def _remember(key: tuple[object, ...], messages: list[str]) -> None:

@@ -11,7 +11,7 @@ from typing import Any, cast
 
 import pytest
 
-from api import parse_model
+from api import ModelSpec, parse_model
 from controller.cache import Cache
 from controller.resources import (
     DEVICE_CLASS,
@@ -75,20 +75,20 @@ def world(memory: str, rv: str | None) -> Objects:
     )
 
 
-MODEL = parse_model(
-    {
-        "source": "Qwen/Qwen3-8B",
-        "format": "safetensors",
-        "hardware": {
-            "accelerator": "cuda",
-            "gpu": {
-                "enabled": True,
-                "vendor": "nvidia",
-                "resourceClaims": [{"name": "gpus", "resourceClaimTemplateName": "big"}],
-            },
-        },
-    }
-)
+def gpu_model(templates: dict[str, str]) -> ModelSpec:
+    """A GPU Model naming these ResourceClaimTemplates (claim name: template name)."""
+    claims = [{"name": n, "resourceClaimTemplateName": tpl} for n, tpl in templates.items()]
+    gpu = {"enabled": True, "vendor": "nvidia", "resourceClaims": claims}
+    return parse_model(
+        {
+            "source": "Qwen/Qwen3-8B",
+            "format": "safetensors",
+            "hardware": {"accelerator": "cuda", "gpu": gpu},
+        }
+    )
+
+
+MODEL = gpu_model({"gpus": "big"})
 
 
 @pytest.fixture
@@ -141,23 +141,7 @@ def test_claims_asking_the_same_share_one_evaluation_and_keep_their_names(
     twin = copy.deepcopy(small.objs[RESOURCE_CLAIM_TEMPLATE][0])
     twin["metadata"]["name"] = "big-too"
     small.objs[RESOURCE_CLAIM_TEMPLATE].append(twin)
-    both = parse_model(
-        {
-            "source": "Qwen/Qwen3-8B",
-            "format": "safetensors",
-            "hardware": {
-                "accelerator": "cuda",
-                "gpu": {
-                    "enabled": True,
-                    "vendor": "nvidia",
-                    "resourceClaims": [
-                        {"name": "a", "resourceClaimTemplateName": "big"},
-                        {"name": "b", "resourceClaimTemplateName": "big-too"},
-                    ],
-                },
-            },
-        }
-    )
+    both = gpu_model({"a": "big", "b": "big-too"})
     said = lookup.claim_shortfalls(cast(Cache, small), "default", both)
     assert [m.split(" request ")[0] for m in said] == [
         "ResourceClaimTemplate big",
