@@ -53,7 +53,9 @@ _CHAR_NAMES = {"\n": "a newline", "\r": "a carriage return", "\t": "a tab", " ":
 def text_problem(value: str) -> str | None:
     """Why a value cannot be handed on as one value, or None: whitespace, a control (or
     other invisible) character, or '..'."""
-    for at, ch in enumerate(value):
+    # Printable ASCII but the space holds none of them (the usual value: one C scan).
+    plain = value.isascii() and value.isprintable() and " " not in value
+    for at, ch in enumerate("" if plain else value):
         if ch.isspace() or unicodedata.category(ch).startswith("C"):
             name = _CHAR_NAMES.get(ch, f"U+{ord(ch):04X}")
             return f"holds {name} at offset {at}: whitespace and control characters are not allowed"

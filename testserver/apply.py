@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import json
+import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -23,8 +24,16 @@ Path = tuple[str, ...]
 _SKIPPED_META = {"labels", "annotations"}
 
 
+_stamp: tuple[int, str] = (-1, "")
+
+
 def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """The time an entry records, to the second (formatted once per second)."""
+    global _stamp
+    second = int(time.time())
+    if _stamp[0] != second:
+        _stamp = (second, datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    return _stamp[1]
 
 
 # Built-in kinds' associative lists, by field name, with kube's list-map keys (the
@@ -77,21 +86,39 @@ def _key_values(item: Obj, keys: list[str]) -> Obj:
 
 
 def _key_token(item: Obj, keys: list[str]) -> str:
-    return "k:" + json.dumps(_key_values(item, keys), separators=(",", ":"))
+    values = tuple(item.get(k, _KEY_DEFAULTS.get(k)) for k in keys)
+    try:
+        # Typed: 1, 1.0 and True are one key to a tuple and three to JSON.
+        return _token(tuple(keys), tuple((type(v), v) for v in values))
+    except TypeError:  # a key of a list or a map: not hashable, seldom seen
+        return "k:" + json.dumps(_key_values(item, keys), separators=(",", ":"))
+
+
+@functools.lru_cache(maxsize=4096)
+def _token(keys: tuple[str, ...], typed: tuple[tuple[type, Any], ...]) -> str:
+    """A list item's "k:{...}" token, encoded once per distinct key (the same few recur
+    in every object: a condition's type, a container's name)."""
+    values = dict(zip(keys, (v for _, v in typed), strict=True))
+    return "k:" + json.dumps(values, separators=(",", ":"))
 
 
 def _matches(item: Any, want: Obj) -> bool:
     return isinstance(item, dict) and _key_values(item, list(want)) == want
 
 
+_NO_SCHEMA: Obj = {}
+
+
 def _sub(schema: Obj | None, key: str) -> Obj | None:
+    """The schema of a key's value; read only (shared with the CRD's schema, not copied)."""
     if schema is None:
         return None
-    props = schema.get("properties") or {}
+    props = schema.get("properties") or _NO_SCHEMA
     if key in props:
-        return dict(props[key])
+        sub: Obj = props[key]
+        return sub
     extra = schema.get("additionalProperties")
-    return dict(extra) if isinstance(extra, dict) else {}
+    return extra if isinstance(extra, dict) else _NO_SCHEMA
 
 
 def leaves(value: Any, schema: Obj | None, builtin: bool, prefix: Path = ()) -> set[Path]:
@@ -152,7 +179,90 @@ def _status_fields(obj: Obj, schema: Obj | None, builtin: bool) -> set[Path]:
     return leaves(obj["status"], _sub(schema, "status"), builtin, ("f:status",))
 
 
+class _DuplicateKey(Exception):
+    """A keyed list holds two items with one key: _lookup reads only the first."""
+
+
+def _leaf_values(
+    value: Any, schema: Obj | None, builtin: bool, prefix: Path, out: dict[Path, Any]
+) -> None:
+    """leaves(), each path with the value _lookup would find there; _DuplicateKey where
+    a path's value would depend on which of two items is read."""
+    if isinstance(value, dict) and value:
+        for key, item in value.items():
+            _leaf_values(item, _sub(schema, key), builtin, (*prefix, f"f:{key}"), out)
+        return
+    if isinstance(value, list) and value:
+        item_schema = (schema or {}).get("items") if schema is not None else None
+        field = prefix[-1][2:] if prefix and prefix[-1].startswith("f:") else ""
+        keys = _item_keys(value, schema, builtin, field)
+        if keys and all(isinstance(item, dict) for item in value):
+            for item in value:
+                path = (*prefix, _key_token(item, keys))
+                if path in out:
+                    raise _DuplicateKey
+                out[path] = item
+                _leaf_values(item, item_schema, builtin, path, out)
+            return
+    if prefix:
+        out[prefix] = value
+
+
+def _status_values(obj: Obj, schema: Obj | None, builtin: bool) -> dict[Path, Any]:
+    """_status_fields with the value at each path."""
+    out: dict[Path, Any] = {}
+    if "status" in obj:
+        _leaf_values(obj["status"], _sub(schema, "status"), builtin, ("f:status",), out)
+    return out
+
+
+def _status_changes(
+    old: Obj, new: Obj, schema: Obj | None, builtin: bool
+) -> tuple[set[Path], set[Path], set[Path]]:
+    """(old's status fields, new's, the fields the write changed), each path's value read
+    in one walk of each status rather than looked up from the root per path."""
+    try:
+        before, after = _status_values(old, schema, builtin), _status_values(new, schema, builtin)
+    except _DuplicateKey:
+        before_status = _status_fields(old, schema, builtin)
+        after_status = _status_fields(new, schema, builtin)
+        changed = {p for p in after_status if _lookup(old, p) != _lookup(new, p)}
+        return before_status, after_status, changed | (before_status - after_status)
+    changed = {
+        p
+        for p, value in after.items()
+        if (before[p] != value if p in before else _new_field_differs(old, before, p, value))
+    }
+    changed |= before.keys() - after.keys()
+    return set(before), set(after), changed
+
+
+def _new_field_differs(old: Obj, before: dict[Path, Any], path: Path, value: Any) -> bool:
+    """Whether a field that is not one of old's differs from old's value at its path.
+    Below a list old held whole (no keys, or items of another shape) _lookup can still
+    find an equal item; anywhere else old has nothing there, or a map the new leaf is not."""
+    if any(isinstance(before.get(path[:i]), list) for i in range(1, len(path))):
+        return _lookup(old, path) != (True, value)
+    return True
+
+
+_TREES: dict[frozenset[Path], Obj] = {}  # field set -> its fieldsV1 tree
+
+
 def to_fields_v1(paths: set[Path]) -> Obj:
+    """The fieldsV1 tree of a field set, built once per distinct set: objects of one kind
+    mostly carry the same few (every Model's spec, its status). The tree is shared by
+    every entry of that set, and read only: a write builds new entries, never edits one."""
+    key = frozenset(paths)
+    tree = _TREES.get(key)
+    if tree is None:
+        if len(_TREES) >= 4096:
+            _TREES.clear()
+        tree = _TREES[key] = _fields_tree(paths)
+    return tree
+
+
+def _fields_tree(paths: set[Path]) -> Obj:
     root: Obj = {}
     for path in sorted(paths):
         node = root
@@ -409,11 +519,8 @@ def record_update(
         # A status write (the usual one: the status subresource keeps the rest as it
         # was): only status fields can differ, so only they are compared.
         rest = object_fields(new, schema, builtin, status=False)
-        before_status = _status_fields(old, schema, builtin)
-        after_status = _status_fields(new, schema, builtin)
+        before_status, after_status, changed = _status_changes(old, new, schema, builtin)
         before, after = rest | before_status, rest | after_status
-        changed = {p for p in after_status if _lookup(old, p) != _lookup(new, p)}
-        changed |= before_status - after_status
     else:
         before = object_fields(old, schema, builtin, status)
         after = object_fields(new, schema, builtin, status)
