@@ -228,22 +228,23 @@ def _status_changes(
         after_status = _status_fields(new, schema, builtin)
         changed = {p for p in after_status if _lookup(old, p) != _lookup(new, p)}
         return before_status, after_status, changed | (before_status - after_status)
+    # Lists old held whole (no keys, or items of another shape) with something in them:
+    # below one, _lookup can find an item equal to a new keyed one. Anywhere else a
+    # field new to this write has nothing in old, or a map the new leaf is not.
+    held = [p for p, value in before.items() if isinstance(value, list) and value]
     changed = {
         p
         for p, value in after.items()
-        if (before[p] != value if p in before else _new_field_differs(old, before, p, value))
+        if (
+            before[p] != value
+            if p in before
+            else not held
+            or not any(p[: len(h)] == h for h in held)
+            or _lookup(old, p) != (True, value)
+        )
     }
     changed |= before.keys() - after.keys()
     return set(before), set(after), changed
-
-
-def _new_field_differs(old: Obj, before: dict[Path, Any], path: Path, value: Any) -> bool:
-    """Whether a field that is not one of old's differs from old's value at its path.
-    Below a list old held whole (no keys, or items of another shape) _lookup can still
-    find an equal item; anywhere else old has nothing there, or a map the new leaf is not."""
-    if any(isinstance(before.get(path[:i]), list) for i in range(1, len(path))):
-        return _lookup(old, path) != (True, value)
-    return True
 
 
 _TREES: dict[frozenset[Path], Obj] = {}  # field set -> its fieldsV1 tree
@@ -524,7 +525,10 @@ def record_update(
     else:
         before = object_fields(old, schema, builtin, status)
         after = object_fields(new, schema, builtin, status)
-        changed = {p for p in after if _lookup(old, p) != _lookup(new, p)} | (before - after)
+        if not old:  # a create: every field of new is new
+            changed = set(after)
+        else:
+            changed = {p for p in after if _lookup(old, p) != _lookup(new, p)} | (before - after)
     entries = [e for e in _entries(old)]
     if not changed:
         # A write that changes no field leaves managedFields (and so the object) as it was.
