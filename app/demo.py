@@ -1,11 +1,12 @@
 """The local demo: the seed guide's examples on a DRA-only cluster.
 
-Starts an API server (a `Site`: where the demo runs), installs the CRDs; applies
-examples/single-gpu.yaml and examples/multi-gpu.yaml, the multi-GPU example once more
-without `count` (sized from its two-gpus template), a GPU Model without claims (served
-through a ResourceClaimTemplate the controller makes), two services sharing one GPU
-through DRA (gpuSharing shared, 40Gi each of an 80Gi device that allows multiple
-allocations), one Model that breaks a rule, and a downloaded GGUF served by two
+Starts an API server (a `Site`: where the demo runs), installs the CRDs; applies a GPU
+Model without claims (served through a ResourceClaimTemplate the controller makes), two
+services sharing one GPU through DRA (gpuSharing shared, 40Gi each of the one 80Gi device
+that allows multiple allocations; allocated before the whole-GPU services come, which
+could take that device otherwise), examples/single-gpu.yaml and examples/multi-gpu.yaml,
+the multi-GPU example once more without `count` (sized from its two-gpus template), one
+Model that breaks a rule, and a downloaded GGUF served by two
 replicas; runs the controller in this process; and prints what it built and what DRA
 allocated. The steps and the report are the same on both sites:
 
@@ -17,8 +18,8 @@ allocated. The steps and the report are the same on both sites:
   `make install`, or `pip install 'llmkube-py[demo]'`).
 - `llmkube-controller demo --cluster` (`make demo-cluster`): the real control plane of
   devcluster/ (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok and a
-  fake DRA driver: 2 nodes x 4 GPUs, no nvidia.com/gpu either; `--sharing`: gpu-3 of each
-  node shareable, the others also as MIG partitions), started as the program
+  fake DRA driver: 2 nodes x 4 GPUs, no nvidia.com/gpu either; `--sharing`: gpu-3 of the
+  first node shareable, the others also as MIG partitions), started as the program
   `python -m devcluster` from the source checkout (it is not in the wheel). The real
   resourceclaim controller makes the claims and the real scheduler allocates them. kwok
   runs no containers: it reports every init container Completed with no termination
@@ -509,8 +510,8 @@ async def cluster_site() -> Site | None:
         name=f"the real control plane ({CLUSTER_NODES} kwok nodes)",
         banner=(
             f"Real control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, "
-            f"kwok; {CLUSTER_NODES} nodes x {CLUSTER_GPUS} GPUs through DRA only, the last of each "
-            f"shareable, the others also as MIG partitions) {ready}\n"
+            f"kwok; {CLUSTER_NODES} nodes x {CLUSTER_GPUS} GPUs through DRA only, the first node's "
+            f"last shareable, the others also as MIG partitions) {ready}\n"
             f"admin kubeconfig: {kubeconfig}"
         ),
         server=None,
@@ -571,15 +572,20 @@ async def run_demo(site: Site, keep_running: bool = False) -> int:
             await _cache_volume(client)
         await manager.start()
         await manager.wait_synced()
+        failed = []
+        await apply_text(client, MANAGED_CLAIMS)
+        print(f"applied Model and InferenceService {MANAGED} (1 GPU, no resourceClaims)")
+        await apply_text(client, SHARED_SERVICES)
+        print(f"applied {' and '.join(SHARED)}: gpuSharing shared, 40Gi each")
+        # The shares first: a whole-GPU request may take a shareable device that no share
+        # holds yet, and the cluster has one.
+        if not await _wait_all(client, list(SHARED), site.timeout, _allocated):
+            failed.append(f"the shares not allocated within {site.timeout:.0f} s")
         for example in ("single-gpu.yaml", "multi-gpu.yaml"):
             await apply_text(client, (EXAMPLES / example).read_text())
             print(f"applied examples/{example}")
         await apply_text(client, _without_count((EXAMPLES / "multi-gpu.yaml").read_text()))
         print(f"applied examples/multi-gpu.yaml without count, as {FROM_CLAIMS}")
-        await apply_text(client, MANAGED_CLAIMS)
-        print(f"applied Model and InferenceService {MANAGED} (1 GPU, no resourceClaims)")
-        await apply_text(client, SHARED_SERVICES)
-        print(f"applied {' and '.join(SHARED)}: gpuSharing shared, 40Gi each")
         try:  # the CRD's CEL rule rejects it at the API server, as a real cluster does
             await apply_text(client, INVALID_MODEL)
             print("Model claims-and-resource-name was ADMITTED (it breaks a rule)")
@@ -588,7 +594,8 @@ async def run_demo(site: Site, keep_running: bool = False) -> int:
             print(f"Model claims-and-resource-name (breaks a rule) rejected: {e.message}")
             ok_rejected = True
         names = ["qwen3-embedding", "qwen3-32b", FROM_CLAIMS, MANAGED, *SHARED]
-        failed = [] if ok_rejected else ["the Model breaking a rule was admitted"]
+        if not ok_rejected:
+            failed.append("the Model breaking a rule was admitted")
         if not await _wait_all(client, names, site.timeout, _ready):
             failed.append(f"not every service Ready within {site.timeout:.0f} s")
         await manager.wait_idle()

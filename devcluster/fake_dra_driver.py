@@ -15,14 +15,17 @@ manager) and keeps them there until it is stopped:
 effect), as a real driver taints a device it finds unhealthy; a missing file taints none.
 
 `--sharing` publishes the two shapes of a GPU that several pods use, as NVIDIA's driver
-does (a stand-in for it, not the driver): the last GPU of each node allows multiple
-allocations (KEP-5075 consumable capacity: its `memory` is consumed by each share, as the
-driver's ConsumableShares feature publishes it), and every other GPU is partitionable
+does (a stand-in for it, not the driver): the last GPU of the first node allows
+multiple allocations (KEP-5075 consumable capacity: its `memory` is consumed by each
+share, as the driver's ConsumableShares feature publishes it), and every other GPU is
+partitionable
 (KEP-4815): beside the whole device, MIG partitions of type `mig` with a `profile`
 (`1g.10gb` x 7, `3g.40gb` x 2) that draw on the GPU's shared counters (7 compute and 8
 memory slices, all of them consumed by the whole device), so the scheduler never
-over-commits one GPU. The DeviceClass `mig.nvidia.com` selects the partitions. The
-shareable GPU comes last: 1.34's allocator stops at a multi-allocatable device another
+over-commits one GPU. The DeviceClass `mig.nvidia.com` selects the partitions. One
+shareable GPU in the cluster: services asking for shares of one device get that one,
+wherever the scheduler puts them (with one on each node, two shares could land apart). It
+comes last on its node: 1.34's allocator stops at a multi-allocatable device another
 claim holds instead of going on to the next one (kubernetes/kubernetes#133705, fixed
 after 1.34), so a whole-GPU request tries the other GPUs first. The
 control plane needs the DRAConsumableCapacity and DRAPartitionableDevices gates before
@@ -92,13 +95,13 @@ def _counter_set(i: int) -> str:
     return f"gpu-{i}-counters"
 
 
-def _whole(node: str, i: int, gpus: int, sharing: bool) -> Obj:
+def _whole(node: str, i: int, sharing: bool, shareable: bool) -> Obj:
     device: Obj = {
         "name": f"gpu-{i}",
         "attributes": _attributes(node, i),
         "capacity": {"memory": {"value": GPU_MEMORY}},
     }
-    if sharing and i == gpus - 1:
+    if shareable:
         device["allowMultipleAllocations"] = True
     elif sharing:  # the whole GPU takes every slice its partitions would
         device["consumesCounters"] = [
@@ -140,7 +143,7 @@ def _partitions(node: str, i: int) -> list[Obj]:
     return found
 
 
-def _counters(gpus: int) -> list[Obj]:
+def _counters(partitionable: int) -> list[Obj]:
     return [
         {
             "name": _counter_set(i),
@@ -149,7 +152,7 @@ def _counters(gpus: int) -> list[Obj]:
                 "memory-slices": {"value": str(MEMORY_SLICES)},
             },
         }
-        for i in range(gpus - 1)
+        for i in range(partitionable)
     ]
 
 
@@ -159,20 +162,23 @@ def resource_slices(
     taints: Mapping[str, Any] | None = None,
     *,
     sharing: bool = False,
+    shareable: bool = True,
     split_counters: bool = False,
 ) -> list[Obj]:
     """The node's pool: one slice of devices (with `sharing`, their counters in it, or in
-    a second slice with `split_counters`)."""
+    a second slice with `split_counters`; `shareable`: its last GPU allows multiple
+    allocations, else it is partitionable as the others)."""
     taints = taints or {}
     devices = []
+    partitionable = gpus - 1 if sharing and shareable else gpus if sharing else 0
     for i in range(gpus):
-        devices.append(_whole(node, i, gpus, sharing))
-        if sharing and i < gpus - 1:
+        devices.append(_whole(node, i, sharing, sharing and i >= partitionable))
+        if i < partitionable:
             devices += _partitions(node, i)
     for device in devices:
         if taints.get(f"{node}/{device['name']}"):
             device["taints"] = taints[f"{node}/{device['name']}"]
-    counters = _counters(gpus) if sharing else []
+    counters = _counters(partitionable)
     count = 2 if counters and split_counters else 1
     pool = {"name": node, "generation": 1, "resourceSliceCount": count}
     spec: Obj = {"driver": DRIVER, "nodeName": node, "pool": pool, "devices": devices}
@@ -220,7 +226,14 @@ async def publish(
         objects.append((DEVICE_CLASS, device_class(MIG_CLASS, "mig")))
     tainted = read_taints(taints)
     for node in nodes:
-        made = resource_slices(node, gpus, tainted, sharing=sharing, split_counters=split_counters)
+        made = resource_slices(
+            node,
+            gpus,
+            tainted,
+            sharing=sharing,
+            shareable=node == nodes[0],
+            split_counters=split_counters,
+        )
         objects += [(RESOURCE_SLICE, s) for s in made]
     for rt, obj in objects:
         path = rt.object_path(None, obj["metadata"]["name"])

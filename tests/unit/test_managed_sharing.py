@@ -187,3 +187,23 @@ def test_a_fraction_flag_in_extra_args_in_any_spelling_is_the_users() -> None:
     sglang = isvc({"mode": "shared", "memoryLimitGiB": 20}, runtime="sglang")
     sglang["spec"]["extraArgs"] = ["--mem-fraction-static", "0.3"]
     assert made(sglang).fraction is None
+
+
+def test_the_fake_driver_publishes_one_shareable_gpu_per_cluster() -> None:
+    """--sharing: the first node's last GPU allows multiple allocations; every other GPU,
+    the other nodes' last ones too, is whole and partitionable, with its counters (two
+    shares asked of one device cannot be put on two nodes' devices)."""
+    first, other = (
+        resource_slices("node-0", 4, sharing=True),
+        resource_slices("node-1", 4, sharing=True, shareable=False),
+    )
+    for spec, shareable, partitioned in (
+        (first[0]["spec"], ["gpu-3"], 3),
+        (other[0]["spec"], [], 4),
+    ):
+        devices = spec["devices"]
+        assert [d["name"] for d in devices if d.get("allowMultipleAllocations")] == shareable
+        assert len({d["name"].split("-mig-")[0] for d in devices if "-mig-" in d["name"]}) == (
+            partitioned
+        )
+        assert len(spec["sharedCounters"]) == partitioned
