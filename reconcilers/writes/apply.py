@@ -29,7 +29,6 @@ back, which the reconcile that made it has already read.
 from __future__ import annotations
 
 import contextlib
-import copy
 import hashlib
 import json
 from collections.abc import Iterator
@@ -227,12 +226,17 @@ def in_sync(desired: Obj, live: Obj) -> bool:
 
 
 def apply_configuration(rt: ResourceType, desired: Obj) -> Obj:
-    """The object we apply: desired with its type and the hash of what we applied."""
-    body = copy.deepcopy({k: v for k, v in desired.items() if k != "status"})
+    """The object we apply: desired with its type and the hash of what we applied.
+    desired is left as it is; the body shares all but its top level, metadata and
+    annotations with it (it is serialized once, never changed)."""
+    body = {k: v for k, v in desired.items() if k != "status"}
     body["apiVersion"], body["kind"] = rt.api_version, rt.kind
-    meta = body["metadata"]
+    meta = body["metadata"] = dict(body["metadata"])
     meta.pop("resourceVersion", None)
-    meta.setdefault("annotations", {})[HASH_ANNOTATION] = desired_hash(desired)
+    meta["annotations"] = {
+        **(meta.get("annotations") or {}),
+        HASH_ANNOTATION: desired_hash(desired),
+    }
     return body
 
 
