@@ -12,12 +12,13 @@ STAMP  := $(VENV)/.installed
 .PHONY: install demo test lint typecheck pytest bench wheels sync-data clean crds runtime-options \
 	llama-server kube-binaries node-binaries node-images
 
-# The product (editable, with the dev tools) and the test API server's own distribution
-# (packaging/testserver: not in the product wheel, needed by the demo and the tests).
+# The product (editable, with the dev tools and the bench's kopf, which a server-tier test
+# runs) and the test API server's own distribution (packaging/testserver: not in the
+# product wheel, needed by the demo and the tests).
 $(STAMP): pyproject.toml packaging/testserver/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]' -e ./packaging/testserver
+	$(BIN)/pip install --quiet -e '.[dev,bench]' -e ./packaging/testserver
 	touch $(STAMP)
 
 install: $(STAMP)
