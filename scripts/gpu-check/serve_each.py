@@ -11,6 +11,10 @@ running then is stopped, so the results are written before the caller's own limi
 tests/unit/test_llama_server_real.py does); everything else runs as on the device.
 --lv N: appends `-lv N` (llama.cpp's log verbosity; at 4 it logs "offloaded N/M layers
 to GPU" and the flash attention it resolved), after the argv, so nothing else changes.
+
+A server that exits by itself before /health with no error line in its log is started
+again, up to ATTEMPTS times in all (said_why: llama.cpp's logger can lose a process's last
+lines at exit); the result's "attempts" says how many starts it took.
 """
 
 from __future__ import annotations
@@ -30,6 +34,9 @@ from typing import Any
 
 HEALTH_WAIT = 60.0  # s
 PARALLEL = 4
+# A server that exits before /health with no reason in its log runs again (said_why).
+ATTEMPTS = 3
+WHY_IT_EXITED = re.compile(r"^[\d.]+ E |error", re.IGNORECASE)
 GPU_BUFFER = re.compile(r"=(CUDA|ROCm|Vulkan|SYCL|Metal)\d*$")
 # What the server says about devices, offload, split mode and flash attention.
 LOG_LINES = re.compile(
@@ -76,9 +83,44 @@ def run_case(
         result["diagnostic"] = case["diagnostic"]
     if time.time() > deadline - 10:
         return {**result, "ok": False, "note": "not run (out of time)"}
-    port = free_port()
-    argv = device_argv(case["args"], port, cpu) + (["-lv", lv] if lv else [])
-    result["argv"] = argv
+    for attempt in range(1, ATTEMPTS + 1):
+        port = free_port()
+        argv = device_argv(case["args"], port, cpu) + (["-lv", lv] if lv else [])
+        result["argv"] = argv
+        result["attempts"] = attempt
+        log, stopped = serve_once(binary, argv, port, deadline, result)
+        done = stopped or result["health"] or result["exit"] == 0 or said_why(log)
+        if done or time.time() > deadline - 10:
+            break
+    result["log_lines"] = [ln for ln in log.splitlines() if LOG_LINES.search(ln)][:80]
+    result["log_tail"] = log.splitlines()[-40:]
+    served = result["health"] and result.get("completion", {}).get("status") == 200
+    if case["expect"] == "serve":
+        result["ok"] = bool(served and "ok" in result["completion"]["content"])
+    else:  # refused by us: it must fail there, with the message our refusal quotes
+        result["ok"] = not result["health"] and case["exit_message"] in log
+    return result
+
+
+def said_why(log: str) -> bool:
+    """Whether a server that exited by itself left the reason in its log.
+
+    Each failure path of tools/server/server.cpp main() ends in an error-level line, and
+    argument errors are written to stderr directly. The other lines go through common/log.cpp's
+    queue, whose worker thread writes them; its logger is leaked at exit on purpose
+    (common_log_main), so a process that exits before that thread runs loses its last lines.
+    On a busy machine that can be every line from the startup warnings on.
+    """
+    return any(WHY_IT_EXITED.search(line) for line in log.splitlines())
+
+
+def serve_once(
+    binary: str, argv: list[str], port: int, deadline: float, result: dict[str, Any]
+) -> tuple[str, bool]:
+    """One start of the server: health, start_s, completion and exit into result.
+
+    Returns its log, and whether it was still running (so stopped here) when it was done.
+    """
     env = {k: v for k, v in os.environ.items() if not k.startswith("LLAMA_ARG_")}
     started = time.monotonic()
     proc = subprocess.Popen(
@@ -101,6 +143,7 @@ def run_case(
         time.sleep(0.2)
     result["health"] = healthy
     result["start_s"] = round(time.monotonic() - started, 1)
+    result.pop("completion", None)
     if healthy:
         try:
             status, body = http(port, "POST", "/completion", {"prompt": "hello", "n_predict": 8})
@@ -110,7 +153,8 @@ def run_case(
                 result["completion"]["tokens_predicted"] = body.get("tokens_predicted")
         except (OSError, ValueError) as e:
             result["completion"] = {"error": f"{type(e).__name__}: {e}"}
-    if proc.poll() is None:
+    stopped = proc.poll() is None
+    if stopped:
         proc.terminate()
         try:
             proc.wait(timeout=10)
@@ -118,14 +162,7 @@ def run_case(
             proc.kill()
     log = proc.communicate()[0]
     result["exit"] = proc.returncode
-    result["log_lines"] = [ln for ln in log.splitlines() if LOG_LINES.search(ln)][:80]
-    result["log_tail"] = log.splitlines()[-40:]
-    served = healthy and result.get("completion", {}).get("status") == 200
-    if case["expect"] == "serve":
-        result["ok"] = bool(served and "ok" in result["completion"]["content"])
-    else:  # refused by us: it must fail there, with the message our refusal quotes
-        result["ok"] = not healthy and case["exit_message"] in log
-    return result
+    return log, stopped
 
 
 def main() -> int:

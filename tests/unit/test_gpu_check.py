@@ -141,3 +141,67 @@ def test_each_diagnostic_differs_from_its_base_only_as_it_says(
             i = expected.index("--tensor-split")
             del expected[i : i + 2]
         assert args == expected and args != base
+
+
+def _serve_each_module() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("gpu_check_serve", CHECK / "serve_each.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# A stand-in for llama-server that fails to load its model. It writes its startup warning,
+# and its error lines only from the start named by SAYS_WHY_FROM on: before that it exits as
+# a llama-server whose log worker never ran does (common/log.cpp, common_log_main).
+_LOSES_ITS_LOG = """#!/bin/sh
+n=$(( $(cat "$COUNT" 2>/dev/null || echo 0) + 1 )); echo "$n" > "$COUNT"
+echo "0.00.001.000 W srv  start: CORS proxy is enabled, do not use in production"
+if [ "$n" -ge "$SAYS_WHY_FROM" ]; then
+  echo "0.00.002.000 E llama_prepare_model_devices: LLAMA_SPLIT_MODE_TENSOR needs >= 1 devices"
+  echo "0.00.003.000 E srv  llama_server: exiting due to model loading error"
+fi
+exit 1
+"""
+
+
+@pytest.mark.parametrize(("says_why_from", "starts"), [(1, 1), (2, 2), (3, 3), (9, 3)])
+def test_a_server_that_exits_with_no_reason_logged_is_started_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, says_why_from: int, starts: int
+) -> None:
+    """A start whose log lost its error lines is run again, at most ATTEMPTS times; the
+    result is the last start's, with its log, and says how many starts it took."""
+    serve_each = _serve_each_module()
+    binary = tmp_path / "llama-server"
+    binary.write_text(_LOSES_ITS_LOG)
+    binary.chmod(0o755)
+    count = tmp_path / "count"
+    monkeypatch.setenv("COUNT", str(count))
+    monkeypatch.setenv("SAYS_WHY_FROM", str(says_why_from))
+    case = {
+        "name": "c",
+        "expect": "refuse",
+        "args": ["--port", "PORT"],
+        "exit_message": "needs >= 1 devices",
+    }
+    r = serve_each.run_case(str(binary), case, 1e18, False, None)
+    assert int(count.read_text()) == starts == r["attempts"]
+    assert r["exit"] == 1 and not r["health"]
+    said = any("needs >= 1 devices" in ln for ln in r["log_tail"])
+    assert r["ok"] is said is (says_why_from <= serve_each.ATTEMPTS)
+
+
+def test_a_server_still_starting_when_health_gives_up_is_started_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only a server that exits by itself is started again: one still starting when /health
+    gives up is stopped, and not run again."""
+    serve_each = _serve_each_module()
+    monkeypatch.setattr(serve_each, "HEALTH_WAIT", 0.5)
+    binary = tmp_path / "llama-server"
+    binary.write_text(f'#!/bin/sh\necho start >> "{tmp_path}/starts"\nexec sleep 30\n')
+    binary.chmod(0o755)
+    case = {"name": "c", "expect": "serve", "args": ["--port", "PORT"]}
+    r = serve_each.run_case(str(binary), case, 1e18, False, None)
+    assert r["attempts"] == 1 and not r["ok"] and r["exit"] != 0
+    assert (tmp_path / "starts").read_text() == "start\n"
