@@ -15,22 +15,21 @@ manager) and keeps them there until it is stopped:
 effect), as a real driver taints a device it finds unhealthy; a missing file taints none.
 
 `--sharing` publishes the two shapes of a GPU that several pods use, as NVIDIA's driver
-does (a stand-in for it, not the driver): the last GPU of the first node allows
-multiple allocations (KEP-5075 consumable capacity: its `memory` is consumed by each
-share, as the driver's ConsumableShares feature publishes it), and every other GPU is
-partitionable
-(KEP-4815): beside the whole device, MIG partitions of type `mig` with a `profile`
-(`1g.10gb` x 7, `3g.40gb` x 2) that draw on the GPU's shared counters (7 compute and 8
-memory slices, all of them consumed by the whole device), so the scheduler never
-over-commits one GPU. The DeviceClass `mig.nvidia.com` selects the partitions. One
+does (a stand-in for it, not the driver): the last GPU of the first node allows multiple
+allocations (KEP-5075 consumable capacity: its `memory` is consumed by each share, as
+the driver's ConsumableShares feature publishes it), and every other GPU is
+partitionable (KEP-4815): beside the whole device, MIG partitions of type `mig` with a
+`profile` (`1g.10gb` x 7, `3g.40gb` x 2) that draw on the GPU's shared counters (7
+compute and 8 memory slices, all of them consumed by the whole device), so the scheduler
+never over-commits one GPU. The DeviceClass `mig.nvidia.com` selects the partitions. One
 shareable GPU in the cluster: services asking for shares of one device get that one,
-wherever the scheduler puts them (with one on each node, two shares could land apart). It
-comes last on its node: 1.34's allocator stops at a multi-allocatable device another
+wherever the scheduler puts them (with one on each node, two shares could land apart).
+It comes last on its node: 1.34's allocator stops at a multi-allocatable device another
 claim holds instead of going on to the next one (kubernetes/kubernetes#133705, fixed
-after 1.34), so a whole-GPU request tries the other GPUs first. The
-control plane needs the DRAConsumableCapacity and DRAPartitionableDevices gates before
-1.36. `--split-counters` puts the counters in a slice of their own in the node's pool,
-as the API requires from 1.35 (before, devices and their counters share one slice).
+after 1.34), so a whole-GPU request tries the other GPUs first. The control plane needs
+the DRAConsumableCapacity and DRAPartitionableDevices gates before 1.36.
+`--split-counters` puts the counters in a slice of their own in the node's pool, as the
+API requires from 1.35 (before, devices and their counters share one slice).
 """
 
 from __future__ import annotations
@@ -170,7 +169,10 @@ def resource_slices(
     allocations, else it is partitionable as the others)."""
     taints = taints or {}
     devices = []
-    partitionable = gpus - 1 if sharing and shareable else gpus if sharing else 0
+    # With sharing, every GPU is partitionable but the shareable one (the last).
+    partitionable = 0
+    if sharing:
+        partitionable = gpus - 1 if shareable else gpus
     for i in range(gpus):
         devices.append(_whole(node, i, sharing, sharing and i >= partitionable))
         if i < partitionable:
