@@ -32,7 +32,12 @@ def _document(rng: random.Random, levels: int) -> Any:
     return rng.choice([*STRINGS, 1, None, True])
 
 
-def test_the_depth_found_is_the_decoded_documents() -> None:
+@pytest.mark.parametrize("passes", [jsondepth.PASSES, 0, 3])
+def test_the_depth_found_is_the_decoded_documents(
+    passes: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the pair-removing passes, the running count after none, or after a few."""
+    monkeypatch.setattr(jsondepth, "PASSES", passes)
     rng = random.Random(20261207)
     past = 0
     for _ in range(4000):
@@ -51,6 +56,7 @@ def test_the_depth_found_is_the_decoded_documents() -> None:
 
 @pytest.mark.parametrize("wide", [1, 300])
 def test_a_deep_chain_is_past_the_limit_however_wide(wide: int) -> None:
+    """Deeper than PASSES: the running count measures it."""
     chain = b"[" * 600 + b"]" * 600
     data = b"[" + b",".join([b"[1]"] * wide + [chain]) + b"]"
     assert jsondepth.depth(data) == jsondepth.MAX_DEPTH + 1
