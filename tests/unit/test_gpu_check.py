@@ -20,8 +20,9 @@ from tests.support.paths import REPO
 CHECK = REPO / "scripts" / "gpu-check"
 
 
-def _argv_module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("gpu_check_argv", CHECK / "argv.py")
+def _script_module(name: str) -> ModuleType:
+    """scripts/gpu-check/<name>.py (a folder of scripts, not a package) as a module."""
+    spec = importlib.util.spec_from_file_location(f"gpu_check_{name}", CHECK / f"{name}.py")
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -36,7 +37,7 @@ def _value(args: list[str], name: str) -> str | None:
 def rendered() -> dict[str, dict[str, object]]:
     # render() stops where our checks accept a case it expects refused, or refuse one
     # it expects served.
-    return {c["name"]: c for c in _argv_module().render("/m/tiny.gguf")}
+    return {c["name"]: c for c in _script_module("argv").render("/m/tiny.gguf")}
 
 
 def test_the_device_argv_is_the_pod_argv_with_only_model_host_and_port_replaced(
@@ -95,7 +96,7 @@ def test_the_runner_serves_and_records_each_argv_on_the_cpu_build(tmp_path: Path
     ).stdout.strip()
     if not Path(binary).is_file():
         pytest.skip(f"llama-server not built ({binary}): scripts/build-llama-server.sh")
-    argv = _argv_module()
+    argv = _script_module("argv")
     model = tmp_path / "tiny.gguf"
     argv.write_models(model)
     argv_json = tmp_path / "argv.json"
@@ -143,14 +144,6 @@ def test_each_diagnostic_differs_from_its_base_only_as_it_says(
         assert args == expected and args != base
 
 
-def _serve_each_module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("gpu_check_serve", CHECK / "serve_each.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 # A stand-in for llama-server that fails to load its model. It writes its startup warning,
 # and its error lines only from the start named by SAYS_WHY_FROM on: before that it exits as
 # a llama-server whose log worker never ran does (common/log.cpp, common_log_main).
@@ -171,7 +164,7 @@ def test_a_server_that_exits_with_no_reason_logged_is_started_again(
 ) -> None:
     """A start whose log lost its error lines is run again, at most ATTEMPTS times; the
     result is the last start's, with its log, and says how many starts it took."""
-    serve_each = _serve_each_module()
+    serve_each = _script_module("serve_each")
     binary = tmp_path / "llama-server"
     binary.write_text(_LOSES_ITS_LOG)
     binary.chmod(0o755)
@@ -196,7 +189,7 @@ def test_a_server_still_starting_when_health_gives_up_is_started_once(
 ) -> None:
     """Only a server that exits by itself is started again: one still starting when /health
     gives up is stopped, and not run again."""
-    serve_each = _serve_each_module()
+    serve_each = _script_module("serve_each")
     monkeypatch.setattr(serve_each, "HEALTH_WAIT", 0.5)
     binary = tmp_path / "llama-server"
     binary.write_text(f'#!/bin/sh\necho start >> "{tmp_path}/starts"\nexec sleep 30\n')
