@@ -226,25 +226,35 @@ def _status_changes(
     except _DuplicateKey:
         before_status = _status_fields(old, schema, builtin)
         after_status = _status_fields(new, schema, builtin)
-        changed = {p for p in after_status if _lookup(old, p) != _lookup(new, p)}
-        return before_status, after_status, changed | (before_status - after_status)
-    # Lists old held whole (no keys, or items of another shape) with something in them:
-    # below one, _lookup can find an item equal to a new keyed one. Anywhere else a
-    # field new to this write has nothing in old, or a map the new leaf is not.
+        return (
+            before_status,
+            after_status,
+            _looked_up_changes(old, new, before_status, after_status),
+        )
+    # Lists old held whole (no keys, or items of another shape) with something in them.
     held = [p for p, value in before.items() if isinstance(value, list) and value]
     changed = {
         p
         for p, value in after.items()
-        if (
-            before[p] != value
-            if p in before
-            else not held
-            or not any(p[: len(h)] == h for h in held)
-            or _lookup(old, p) != (True, value)
-        )
+        if (before[p] != value if p in before else _new_field_differs(old, held, p, value))
     }
     changed |= before.keys() - after.keys()
     return set(before), set(after), changed
+
+
+def _new_field_differs(old: Obj, held: list[Path], path: Path, value: Any) -> bool:
+    """Whether a field that is not one of old's differs from old's value at its path.
+    Below a list old held whole, _lookup can find an item equal to a new keyed one;
+    anywhere else old has nothing there, or a map the new leaf is not."""
+    if any(path[: len(h)] == h for h in held):
+        return _lookup(old, path) != (True, value)
+    return True
+
+
+def _looked_up_changes(old: Obj, new: Obj, before: set[Path], after: set[Path]) -> set[Path]:
+    """The fields a write changed, each looked up from both objects' roots: new's fields
+    whose value differs, and old's that new lacks."""
+    return {p for p in after if _lookup(old, p) != _lookup(new, p)} | (before - after)
 
 
 _TREES: dict[frozenset[Path], Obj] = {}  # field set -> its fieldsV1 tree
@@ -525,10 +535,8 @@ def record_update(
     else:
         before = object_fields(old, schema, builtin, status)
         after = object_fields(new, schema, builtin, status)
-        if not old:  # a create: every field of new is new
-            changed = set(after)
-        else:
-            changed = {p for p in after if _lookup(old, p) != _lookup(new, p)} | (before - after)
+        # A create (no old object): every field of new is new.
+        changed = _looked_up_changes(old, new, before, after) if old else set(after)
     entries = [e for e in _entries(old)]
     if not changed:
         # A write that changes no field leaves managedFields (and so the object) as it was.
