@@ -219,8 +219,10 @@ async def watch(
                     status_body(410, "Expired", "too old resource version: history compacted"),
                 )
                 break
-    except ConnectionResetError:
-        pass  # the client went away
+    except ConnectionError:
+        # The client went away: a reset, a broken pipe, or (from aiohttp, when the peer
+        # resets while a write waits on a full buffer) a plain "Connection lost".
+        pass
     # A cancellation (the server shutting down) propagates: aiohttp expects it, and a
     # handler that returned instead races its shutdown ("InvalidStateError").
     finally:
