@@ -12,13 +12,22 @@ import aiohttp
 
 
 class ApiServerProcess:
-    def __init__(self, proc: asyncio.subprocess.Process, url: str, args: tuple[str, ...]) -> None:
+    def __init__(
+        self,
+        proc: asyncio.subprocess.Process,
+        url: str,
+        args: tuple[str, ...],
+        capture_stderr: bool = False,
+    ) -> None:
         self.proc = proc
         self.url = url
         self.args = args
+        self.capture_stderr = capture_stderr
 
     @staticmethod
-    async def _spawn(port: int, args: tuple[str, ...]) -> tuple[asyncio.subprocess.Process, str]:
+    async def _spawn(
+        port: int, args: tuple[str, ...], capture_stderr: bool = False
+    ) -> tuple[asyncio.subprocess.Process, str]:
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
@@ -27,6 +36,7 @@ class ApiServerProcess:
             "--port",
             str(port),
             stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE if capture_stderr else None,
         )
         assert proc.stdout is not None
         line = (await asyncio.wait_for(proc.stdout.readline(), 20)).decode().strip()
@@ -36,9 +46,10 @@ class ApiServerProcess:
         return proc, line.split(" ", 1)[1]
 
     @classmethod
-    async def start(cls, *args: str) -> ApiServerProcess:
-        proc, url = await cls._spawn(0, args)
-        return cls(proc, url, args)
+    async def start(cls, *args: str, capture_stderr: bool = False) -> ApiServerProcess:
+        """capture_stderr: the server's log is kept for stop_and_read_log()."""
+        proc, url = await cls._spawn(0, args, capture_stderr)
+        return cls(proc, url, args, capture_stderr)
 
     @property
     def port(self) -> int:
@@ -56,7 +67,7 @@ class ApiServerProcess:
         last: Exception | None = None
         for _ in range(50):  # the port may linger for a moment after the kill
             try:
-                self.proc, _url = await self._spawn(self.port, self.args)
+                self.proc, _url = await self._spawn(self.port, self.args, self.capture_stderr)
                 return
             except RuntimeError as e:
                 last = e
@@ -71,6 +82,13 @@ class ApiServerProcess:
         if self.proc.returncode is None:
             self.proc.kill()
             await self.proc.wait()
+
+    async def stop_and_read_log(self) -> str:
+        """Stop a server started with capture_stderr and return what it wrote to stderr."""
+        assert self.capture_stderr, "started without capture_stderr"
+        self.proc.terminate()
+        _, stderr = await asyncio.wait_for(self.proc.communicate(), 10)
+        return stderr.decode()
 
     async def control(self, method: str, action: str, body: Any = None) -> Any:
         async with (

@@ -10,35 +10,20 @@ from __future__ import annotations
 import asyncio
 import socket
 import struct
-import sys
 
 import aiohttp
 import pytest
 
+from testserver.process import ApiServerProcess
+
 CMS = "/api/v1/namespaces/default/configmaps"
-
-
-async def _start() -> tuple[asyncio.subprocess.Process, str]:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "testserver",
-        "--port",
-        "0",
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    assert proc.stdout is not None
-    line = (await asyncio.wait_for(proc.stdout.readline(), 20)).decode().strip()
-    assert line.startswith("LISTENING "), line
-    return proc, line.split(" ", 1)[1]
 
 
 @pytest.mark.server  # starts the server itself, to read its stderr
 async def test_a_watcher_reset_mid_write_ends_its_watch_without_an_error() -> None:
-    proc, url = await _start()
+    server = await ApiServerProcess.start(capture_stderr=True)
+    url, port = server.url, server.port
     try:
-        port = int(url.rsplit(":", 1)[1])
         # A watcher with a tiny receive buffer that never reads: the server's writes
         # back up until aiohttp pauses the handler in drain().
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -59,8 +44,6 @@ async def test_a_watcher_reset_mid_write_ends_its_watch_without_an_error() -> No
             async with session.get(CMS) as r:  # the server is still serving
                 assert r.status == 200
     finally:
-        proc.terminate()
-        _, stderr = await asyncio.wait_for(proc.communicate(), 10)
-    log = stderr.decode()
+        log = await server.stop_and_read_log()
     assert "Error handling request" not in log, log
     assert "Traceback" not in log, log
