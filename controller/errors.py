@@ -28,6 +28,7 @@ class ApiError(Exception):
         message: str,
         retry_after: float | None = None,
         causes: tuple[str, ...] = (),
+        about: tuple[str, str, str] | None = None,
     ) -> None:
         super().__init__(f"{status} {reason}: {message}")
         self.status = status
@@ -35,6 +36,13 @@ class ApiError(Exception):
         self.message = message
         self.retry_after = retry_after
         self.causes = causes  # the Status's details.causes[].reason (metav1.CauseType)
+        # The object the Status names in its details: (group, resource plural, name).
+        self.about = about
+
+    def names(self, group: str, plural: str, name: str) -> bool:
+        """The Status says its answer is about this object (kube-apiserver's NotFound,
+        Conflict and AlreadyExists name the object in details; path errors do not)."""
+        return self.about == (group, plural, name)
 
     @property
     def not_found(self) -> bool:
@@ -111,7 +119,16 @@ def error_from(status: int, text: str, retry_after: float | None = None) -> ApiE
         str(body.get("message", text)),
         retry_after,
         status_causes(body),
+        status_object(body),
     )
+
+
+def status_object(status: dict[str, Any]) -> tuple[str, str, str] | None:
+    """The object a metav1.Status names in details (group, kind: the resource, name)."""
+    details = status.get("details")
+    if not isinstance(details, dict) or not details.get("name") or not details.get("kind"):
+        return None
+    return (str(details.get("group") or ""), str(details["kind"]), str(details["name"]))
 
 
 def status_causes(status: dict[str, Any]) -> tuple[str, ...]:

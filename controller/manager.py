@@ -30,12 +30,13 @@ from metrics import ControllerMetrics, ReconcileMetrics
 from . import health
 from .cache import Cache
 from .clock import REAL, Clock
-from .errors import TRANSIENT
+from .errors import TRANSIENT, NotFound
 from .events import EventRecorder
 from .informer import Event, Informer
 from .kube import KubeClient
 from .leaderelection import LeaderElector
 from .reconcile import PRIMARY_DEFAULT, Predicate, Reconciler, Request, TerminalError, Watch
+from .resources import ResourceType
 from .workqueue import QueueShutDown, RateLimitingQueue
 
 log = structlog.get_logger("manager")
@@ -85,6 +86,13 @@ class ManagerConfig:
     identity: str = socket.gethostname()
     watch_timeout: int = 300
     reconcile_timeout: float = 120.0
+
+
+def gone_under_reconcile(error: NotFound, primary: ResourceType, request: Request) -> bool:
+    """A 404 about the request's own object, or about the namespace it lives in."""
+    if error.names(primary.group, primary.plural, request.name):
+        return True
+    return primary.namespaced and error.names("", "namespaces", request.namespace)
 
 
 class _Hot:
@@ -380,6 +388,14 @@ class Manager:
             log.error("reconcile failed, not retrying", error=str(e))
             queue.forget(request)
         except Exception as e:
+            if isinstance(e, NotFound) and gone_under_reconcile(e, reconciler.primary, request):
+                # Deleted while we reconciled, or the cache lags a server that no longer
+                # holds it (etcd restored): no retry can write to it, and the informer's
+                # DELETED event brings the clean-up.
+                log.info("object gone during reconcile, not retrying", error=str(e))
+                queue.forget(request)
+                hot.success.inc()
+                return
             m.errors.labels(name).inc()
             m.total.labels(name, "error").inc()
             if timeout.expired():

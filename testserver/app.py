@@ -39,7 +39,14 @@ from .registry import Registered, Registry
 from .schema import Cause, invalid_error_details
 from .selectors import field_matcher, label_matcher
 from .simulator import ClusterSimulator
-from .storage import Storage, StorageError, clone, now_iso, too_large_resource_version
+from .storage import (
+    Storage,
+    StorageError,
+    clone,
+    now_iso,
+    object_not_found,
+    too_large_resource_version,
+)
 from .tables import to_table, wants_table
 from .tokens import TokenBook
 from .watch import watch
@@ -132,8 +139,7 @@ class ApiServer:
             if reg.custom:
                 # kube-apiserver's CRD handler answers a subresource it does not serve as
                 # a missing object.
-                rt = reg.rt
-                raise StorageError(404, "NotFound", f'{rt.plural}.{rt.group} "{name}" not found')
+                raise object_not_found(reg.rt, name or "")
             raise StorageError(404, "NotFound", f"unknown subresource {sub}")
         if not reg.rt.namespaced:
             namespace = None

@@ -36,6 +36,17 @@ class StorageError(Exception):
         self.details = details
 
 
+def object_not_found(rt: ResourceType, name: str) -> StorageError:
+    """kube-apiserver's 404 for a named object (apimachinery errors.NewNotFound): the
+    message names group-qualified resource and name, and details name them apart, the
+    group left out for the core group."""
+    resource = f"{rt.plural}.{rt.group}" if rt.group else rt.plural
+    details: Obj = {"name": name, "kind": rt.plural}
+    if rt.group:
+        details["group"] = rt.group
+    return StorageError(404, "NotFound", f'{resource} "{name}" not found', details)
+
+
 def too_large_resource_version(wanted: int, current: int, retry_after: int) -> StorageError:
     """kube-apiserver's answer to a read that asks for a resourceVersion it has not
     reached (k8s.io/apiserver storage.NewTooLargeResourceVersionError): 504 Timeout with
@@ -131,14 +142,14 @@ class Storage:
     def get(self, rt: ResourceType, namespace: str, name: str) -> Obj:
         obj = self.objects.get(type_id(rt), {}).get((namespace, name))
         if obj is None:
-            raise StorageError(404, "NotFound", f'{rt.plural}.{rt.group} "{name}" not found')
+            raise object_not_found(rt, name)
         return clone(obj)
 
     def view(self, rt: ResourceType, namespace: str, name: str) -> Obj:
         """The stored object itself: read-only for the caller (no copy on the read path)."""
         obj = self.objects.get(type_id(rt), {}).get((namespace, name))
         if obj is None:
-            raise StorageError(404, "NotFound", f'{rt.plural}.{rt.group} "{name}" not found')
+            raise object_not_found(rt, name)
         return obj
 
     def select_view(
@@ -238,7 +249,7 @@ class Storage:
         key = (namespace if rt.namespaced else "", name)
         old = bucket.get(key)
         if old is None:
-            raise StorageError(404, "NotFound", f'{rt.plural}.{rt.group} "{name}" not found')
+            raise object_not_found(rt, name)
         new = new if owned else clone(new)
         meta = new.setdefault("metadata", {})
         sent_rv = meta.get("resourceVersion")
@@ -284,7 +295,7 @@ class Storage:
         key = (namespace if rt.namespaced else "", name)
         old = bucket.pop(key, None)
         if old is None:
-            raise StorageError(404, "NotFound", f'{rt.plural}.{rt.group} "{name}" not found')
+            raise object_not_found(rt, name)
         self.uids.discard(old["metadata"].get("uid", ""))
         self._raw.pop(id(old), None)
         old = {**old, "metadata": {**old["metadata"], "resourceVersion": str(self._next_rv())}}

@@ -225,3 +225,66 @@ async def test_reconcile_timeouts_are_counted_and_retried(kube: KubeClient) -> N
     assert registry.get_sample_value("controller_runtime_reconcile_errors_total", labels) == 1
     assert manager.queue.waiting == 1  # rate-limited retry
     manager.queue.shutdown()
+
+
+class _WritesMissing:
+    """A reconciler that writes the status of a Model the server does not hold: its own
+    object (as after a delete the cache has not seen yet), or another one."""
+
+    name = "writes-missing"
+    primary = MODEL
+
+    def __init__(self, kube: KubeClient, target: str) -> None:
+        self.kube = kube
+        self.target = target
+
+    def watches(self) -> list[Watch]:
+        return []
+
+    async def reconcile(self, request: Request) -> Result:
+        name = request.name if self.target == "own" else "other"
+        await self.kube.patch(MODEL, "default", name, {"status": {}}, subresource="status")
+        return Result()
+
+
+async def test_a_404_about_the_reconciled_object_ends_the_reconcile_without_retry(
+    kube: KubeClient,
+) -> None:
+    stream = io.StringIO()
+    log_setup.configure("info", stream=stream)
+    try:
+        manager = Manager(
+            kube,
+            ManagerConfig(http_port=None, workers=1),
+            reconcilers=lambda *_: [_WritesMissing(kube, "own")],
+        )
+        await manager.process(Request("writes-missing", "default", "deleted"))
+    finally:
+        log_setup.configure("warning")
+    registry = manager.metrics.registry
+    labels = {"controller": "writes-missing"}
+    assert registry.get_sample_value("controller_runtime_reconcile_errors_total", labels) == 0
+    success = {**labels, "result": "success"}
+    assert registry.get_sample_value("controller_runtime_reconcile_total", success) == 1
+    assert manager.queue.waiting == 0 and len(manager.queue) == 0  # not retried
+    lines = [json.loads(line) for line in stream.getvalue().splitlines() if line.startswith("{")]
+    assert [(line["event"], line["level"]) for line in lines] == [
+        ("object gone during reconcile, not retrying", "info")
+    ]
+    assert '"deleted" not found' in lines[0]["error"]
+
+
+async def test_a_404_about_another_object_is_retried(kube: KubeClient) -> None:
+    manager = Manager(
+        kube,
+        ManagerConfig(http_port=None, workers=1),
+        reconcilers=lambda *_: [_WritesMissing(kube, "other")],
+    )
+    await manager.process(Request("writes-missing", "default", "m"))
+    labels = {"controller": "writes-missing"}
+    errors = manager.metrics.registry.get_sample_value(
+        "controller_runtime_reconcile_errors_total", labels
+    )
+    assert errors == 1
+    assert manager.queue.waiting == 1  # rate-limited retry
+    manager.queue.shutdown()
