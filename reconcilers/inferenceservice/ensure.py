@@ -156,7 +156,10 @@ async def _deployment(
         annotations[CLAIMED_ANNOTATION] = str(plan.claimed)
     if plan.queue is not None:
         label_workload(desired, plan.queue)
-    record_template(desired, service.runtime)
+    if service.fields.rollout.wait_for_idle:
+        # Only a policy that holds changes reads the record: without one, its encoding
+        # (zlib over the whole template) and its kilobytes on every write are saved.
+        record_template(desired, service.runtime)
     ns, name = object_key(isvc)
     uid = isvc["metadata"]["uid"]
     current = ctx.cache.get(DEPLOYMENT, ns, name)

@@ -12,8 +12,10 @@ Held means: the Deployment is applied with everything it would get (replicas, so
 GPUQuota and an autoscaler still size it, labels, strategy) except the pod template,
 which stays the one the Deployment runs. That template is known exactly from
 TEMPLATE_ANNOTATION, the template (and runtime) we last applied, compressed, on the
-Deployment; it is used only while it still matches the Deployment's template (an edited
-or missing record leaves the whole Deployment as it is until the hold ends).
+Deployment, written while `waitForIdle` is set; it is used only while it still matches
+the Deployment's template (an edited or missing record, as when `waitForIdle` comes in
+the same change as the template's, leaves the whole Deployment as it is until the hold
+ends).
 
 Status: the condition RolloutDeferred (LLMKube's type and reasons): True while held,
 reason PodsBusy (a replica is busy) or IdleCheckFailed (a replica's answer could not be

@@ -29,6 +29,7 @@ from controller.kube import KubeClient
 from controller.resources import DEPLOYMENT, EVENT, INFERENCE_SERVICE, POD
 from devcluster.tiny_gguf import write_tiny_gguf
 from objtypes import Obj
+from reconcilers.inferenceservice.rollout import TEMPLATE_ANNOTATION
 from tests.support.dra_cluster import dra_cluster
 from tests.support.llama_server import build_llama_server, free_port, running_llama_server
 from tests.support.manifests import isvc_yaml, reapply
@@ -202,6 +203,52 @@ async def test_a_template_change_waits_for_every_replica_then_goes() -> None:
         }
         (idle_event,) = await events(kube, "s", c.REPLICAS_IDLE)
         assert idle_event["type"] == "Normal"
+
+
+def record(dep: Obj | None) -> str | None:
+    """The Deployment's record of the pod template we applied, if it has one."""
+    assert dep is not None
+    annotations: dict[str, str] = dep["metadata"].get("annotations") or {}
+    return annotations.get(TEMPLATE_ANNOTATION)
+
+
+@pytest.mark.server
+async def test_the_template_is_recorded_while_the_policy_is_set() -> None:
+    port = free_port()
+    async with dra_cluster(gpus=0, plugin=0) as (kube, _m, _s), stubs(1, port) as found:
+        ((address, stub),) = found
+        await apply_text(kube, CPU_MODEL)
+        await apply_text(kube, service("s", port, 1))
+        (pod,) = await running_pods(kube, "s", 1)
+        assert record(await kube.get(DEPLOYMENT, "default", "s")) is None
+
+        # The policy turned on records the template the pod runs, without a restart.
+        await reapply(kube, service("s", port, 1, POLICY))
+
+        async def recorded() -> Obj | None:
+            dep = await kube.get(DEPLOYMENT, "default", "s")
+            return dep if record(dep) else None
+
+        await eventually(recorded, timeout=WAIT, what="the template recorded")
+        (same,) = await running_pods(kube, "s", 1)
+        assert same["metadata"]["name"] == pod["metadata"]["name"]
+
+        # So the next template change is held while the replica is busy.
+        await serve_at(kube, pod, address)
+        stub.running = 1
+        await reapply(kube, service("s", port, 1, POLICY + ENV))
+        await deferred(kube, "s", "True", c.PODS_BUSY)
+        dep = await kube.get(DEPLOYMENT, "default", "s")
+        assert dep is not None and env_names(dep) == [] and record(dep)
+
+        # The policy taken off: the change goes, and the record is taken off with it.
+        await reapply(kube, service("s", port, 1, ENV))
+
+        async def went() -> Obj | None:
+            dep = await kube.get(DEPLOYMENT, "default", "s")
+            return dep if dep is not None and env_names(dep) == ["NEW_SETTING"] else None
+
+        assert record(await eventually(went, timeout=WAIT, what="the change applied")) is None
 
 
 @pytest.mark.server
