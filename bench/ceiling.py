@@ -1,11 +1,12 @@
 """The server's ceiling: the least code that does the product's writes, on plain aiohttp.
 
 List, then watch from the list's resourceVersion; every object without status goes to N
-workers; each makes one status PATCH (the same fields the Model reconciler writes) and
-hands the same two Events to a pool of background writers (as many as the product's
-recorder has, so Events do not crowd out status writes). No cache, no queue semantics,
-no retries: whatever the product does beyond this is overhead. On a real apiserver it
-presents the kubeconfig's client certificate over TLS (`connection`).
+workers; each makes one status PATCH, the product's own body for that Model
+(bench.model_writes, learnt once per distinct spec), and hands the product's Events for
+it to a pool of background writers (as many as the product's recorder has, so Events do
+not crowd out status writes). No cache, no queue semantics, no retries: whatever the
+product does beyond this is overhead. On a real apiserver it presents the kubeconfig's
+client certificate over TLS (`connection`).
 """
 
 from __future__ import annotations
@@ -26,38 +27,14 @@ from kubernetes_asyncio import config as k8s_config
 
 from objtypes import Obj
 
+from .model_writes import ModelWriter, server_objects
+
 MODELS = "/apis/inference.llmkube.dev/v1alpha1"
 MERGE = {"Content-Type": "application/merge-patch+json"}
 
 
 def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _status(obj: Obj) -> Obj:
-    now = _now()
-    gen = obj["metadata"].get("generation", 1)
-    gpu = (obj.get("spec") or {}).get("hardware", {}).get("gpu") or {}
-
-    def cond(type_: str, reason: str, message: str) -> Obj:
-        return {
-            "type": type_,
-            "status": "True",
-            "reason": reason,
-            "message": message,
-            "lastTransitionTime": now,
-            "observedGeneration": gen,
-        }
-
-    return {
-        "phase": "Ready",
-        "gpu": {"count": gpu.get("count", 1), "claims": [], "attachment": "device-plugin"},
-        "observedGeneration": gen,
-        "conditions": [
-            cond("AcceleratorReady", "DevicePluginGPUs", "gpus requested through the plugin"),
-            cond("Ready", "Ready", "model can be served"),
-        ],
-    }
 
 
 def event_body(obj: Obj, type_: str, reason: str, message: str) -> Obj:
@@ -137,15 +114,16 @@ async def run(
     connector = aiohttp.TCPConnector(limit=workers + 8, ssl=server.tls or False)
     timeout = aiohttp.ClientTimeout(total=None, sock_read=None)
     async with aiohttp.ClientSession(server.url, connector=connector, timeout=timeout) as session:
+        writer = ModelWriter(await server_objects(session))
         todo: asyncio.Queue[Obj] = asyncio.Queue()
-        to_post: asyncio.Queue[tuple[Obj, str]] = asyncio.Queue()
+        to_post: asyncio.Queue[tuple[Obj, tuple[str, str, str]]] = asyncio.Queue()
 
         async def event_writer() -> None:
             while True:
-                obj, reason = await to_post.get()
+                obj, (type_, reason, message) = await to_post.get()
                 with busy:
                     ns = obj["metadata"]["namespace"]
-                    body = event_body(obj, "Normal", reason, "written by the ceiling loop")
+                    body = event_body(obj, type_, reason, message)
                     async with session.post(f"/api/v1/namespaces/{ns}/events", json=body) as r:
                         await r.read()
 
@@ -155,11 +133,12 @@ async def run(
                 with busy:
                     ns, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
                     path = f"{MODELS}/namespaces/{ns}/models/{name}/status"
-                    body = json.dumps({"status": _status(obj)})
+                    writes = await writer.writes(obj)
+                    body = writes.body_now(_now())
                     async with session.patch(path, data=body, headers=MERGE) as r:
                         await r.read()
-                    for reason in ("AcceleratorReady", "Ready")[:events]:
-                        to_post.put_nowait((obj, reason))
+                    for event in writes.events[:events]:
+                        to_post.put_nowait((obj, event))
 
         busy.queues = [todo, to_post]
         tasks = [asyncio.create_task(worker()) for _ in range(workers)]

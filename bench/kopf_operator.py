@@ -4,7 +4,9 @@ Run by the bench as `python -m kopf run bench/kopf_operator.py --standalone -A`,
 BENCH_SERVER naming the test API server, or KUBECONFIG a real apiserver's kubeconfig
 (its CA and client certificate, read by kopf's own kubeconfig login). An event handler
 with a guard is kopf's cheapest form (no handler progress or last-handled annotations);
-Event posting is off, as in the measurements issue 15 quotes.
+Event posting is off, as in the measurements issue 15 quotes. The status it writes is
+the product's for that Model (bench.model_writes, learnt at the first Model of each
+distinct spec from the server's DeviceClasses, Nodes and ResourceSlices).
 """
 
 from __future__ import annotations
@@ -13,7 +15,13 @@ import os
 from datetime import UTC, datetime
 from typing import Any
 
+import aiohttp
 import kopf
+
+from bench.ceiling import connection
+from bench.model_writes import ModelWriter, server_objects
+
+WRITER: list[ModelWriter] = []  # set at startup
 
 
 @kopf.on.login()
@@ -24,35 +32,24 @@ def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
 
 
 @kopf.on.startup()
-def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.posting.enabled = False
     settings.watching.server_timeout = 3600
+    WRITER[:] = [await model_writer()]
+
+
+async def model_writer() -> ModelWriter:
+    """What the product would read to work out its writes, listed from the same server."""
+    server = await connection(os.environ.get("BENCH_SERVER"), os.environ.get("KUBECONFIG"))
+    connector = aiohttp.TCPConnector(ssl=server.tls or False)
+    async with aiohttp.ClientSession(server.url, connector=connector) as session:
+        return ModelWriter(await server_objects(session))
 
 
 @kopf.on.event("inference.llmkube.dev", "v1alpha1", "models")
-async def model_seen(
-    type: str, body: kopf.Body, meta: kopf.Meta, patch: kopf.Patch, **_: Any
-) -> None:
+async def model_seen(type: str, body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
     if type == "DELETED" or body.get("status", {}).get("conditions"):
         return
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    gen = meta.get("generation", 1)
-    gpu = body.get("spec", {}).get("hardware", {}).get("gpu") or {}
-    patch.status["phase"] = "Ready"
-    patch.status["gpu"] = {
-        "count": gpu.get("count", 1),
-        "claims": [],
-        "attachment": "device-plugin",
-    }
-    patch.status["observedGeneration"] = gen
-    patch.status["conditions"] = [
-        {
-            "type": t,
-            "status": "True",
-            "reason": t,
-            "message": "written by kopf",
-            "lastTransitionTime": now,
-            "observedGeneration": gen,
-        }
-        for t in ("AcceleratorReady", "Ready")
-    ]
+    writes = await WRITER[0].writes(dict(body))
+    patch.status.update(writes.status_now(now))

@@ -22,17 +22,14 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-import uuid
-from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import cast
 
 import aiohttp
 
-from controller.cache import Cache
 from controller.clock import now as utc_now
 from controller.events import EventRecorder
-from controller.kube import MERGE_PATCH, KubeClient
+from controller.kube import KubeClient
 from controller.reconcile import Request
 from controller.resources import (
     DEVICE_CLASS,
@@ -40,9 +37,7 @@ from controller.resources import (
     MODEL,
     NAMESPACE,
     ResourceType,
-    object_key,
 )
-from controller.transport import dumps
 from objtypes import Obj
 from reconcilers.context import Context
 from reconcilers.inferenceservice.reconciler import InferenceServiceReconciler
@@ -50,6 +45,7 @@ from reconcilers.settings import Settings
 from reconcilers.writes.status import StatusWriter
 
 from .ceiling import Busy, Connection, event_body, feed
+from .recording import Events, Objects, Recording, Write, list_items
 
 # The prototype's name, namespace and uid: tokens that appear nowhere else in a write.
 NAME = "llmkube-prototype-svc"
@@ -58,91 +54,10 @@ UID = "0d1c7e5a-9b2f-4c3e-8a61-prototype000"
 
 
 @dataclass(frozen=True)
-class Write:
-    method: str
-    path: str  # with the tokens
-    query: tuple[tuple[str, str], ...]
-    body: str  # JSON with the tokens
-    content_type: str
-
-
-@dataclass(frozen=True)
 class Prototype:
     writes: tuple[Write, ...]
     events: tuple[tuple[str, str, str], ...]  # type, reason, message (with the tokens)
     stamp: str  # the conditions' time when it was recorded ("" if none)
-
-
-class _Objects(Cache):
-    """A cache that holds what it is given (no informers)."""
-
-    def __init__(self, objects: Iterable[tuple[ResourceType, Obj]]) -> None:
-        super().__init__()
-        self._objects: dict[ResourceType, dict[tuple[str, str], Obj]] = {}
-        for rt, obj in objects:
-            self._objects.setdefault(rt, {})[object_key(obj)] = obj
-
-    def get(self, rt: ResourceType, namespace: str, name: str) -> Obj | None:
-        return self._objects.get(rt, {}).get((namespace, name))
-
-    def list(self, rt: ResourceType, namespace: str | None = None) -> list[Obj]:
-        found = self._objects.get(rt, {}).items()
-        return [o for (ns, _), o in found if namespace is None or ns == namespace]
-
-
-class _Recording:
-    """The client as the reconciler calls it: records each write, finds nothing."""
-
-    def __init__(self) -> None:
-        self.writes: list[Write] = []
-
-    async def get(self, rt: ResourceType, namespace: str | None, name: str) -> Obj | None:
-        return None
-
-    async def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        query: dict[str, str] | None = None,
-        body: Any = None,
-        content_type: str = "application/json",
-    ) -> Obj:
-        self.writes.append(
-            Write(method, path, tuple((query or {}).items()), dumps(body).decode(), content_type)
-        )
-        answer: Obj = json.loads(json.dumps(body)) if isinstance(body, dict) else {}
-        answer.setdefault("metadata", {}).update(resourceVersion="1", uid=str(uuid.uuid4()))
-        return answer
-
-    async def patch(
-        self,
-        rt: ResourceType,
-        namespace: str | None,
-        name: str,
-        patch: Obj,
-        *,
-        subresource: str = "",
-        content_type: str = MERGE_PATCH,
-    ) -> Obj:
-        path = rt.object_path(namespace, name, subresource)
-        return await self.request("PATCH", path, body=patch, content_type=content_type)
-
-    async def delete(self, rt: ResourceType, namespace: str | None, name: str) -> None:
-        self.writes.append(Write("DELETE", rt.object_path(namespace, name), (), "", ""))
-
-
-class _Events:
-    """The recorder as the status writer calls it: keeps each Event."""
-
-    def __init__(self) -> None:
-        self.events: list[tuple[str, str, str]] = []
-
-    def emit(self, obj: Obj, type_: str, reason: str, message: str) -> None:
-        self.events.append((type_, reason, message))
-
-    async def record(self, obj: Obj, type_: str, reason: str, message: str) -> None:
-        self.emit(obj, type_, reason, message)
 
 
 async def prototype(service: Obj, objects: list[tuple[ResourceType, Obj]]) -> Prototype:
@@ -170,9 +85,9 @@ async def prototype(service: Obj, objects: list[tuple[ResourceType, Obj]]) -> Pr
         elif rt != DEVICE_CLASS:
             continue
         held.append((rt, obj))
-    client, events = _Recording(), _Events()
+    client, events = Recording(), Events()
     kube, recorder = cast(KubeClient, client), cast(EventRecorder, events)
-    ctx = Context(kube, _Objects(held), recorder, StatusWriter(kube, recorder), Settings())
+    ctx = Context(kube, Objects(held), recorder, StatusWriter(kube, recorder), Settings())
     await InferenceServiceReconciler(ctx).reconcile(
         Request(InferenceServiceReconciler.name, NS, NAME)
     )
@@ -190,15 +105,6 @@ def _fill(text: str, name: str, ns: str, uid: str, stamp: str, now: str) -> str:
     return text.replace(stamp, now) if stamp else text
 
 
-async def _list(session: aiohttp.ClientSession, rt: ResourceType) -> list[Obj]:
-    async with session.get(rt.collection_path()) as r:
-        if r.status == 404:  # a server without the API (DeviceClasses)
-            return []
-        r.raise_for_status()
-        items: list[Obj] = (await r.json()).get("items") or []
-    return items
-
-
 async def run(
     server: Connection,
     workers: int,
@@ -212,7 +118,9 @@ async def run(
     timeout = aiohttp.ClientTimeout(total=None, sock_read=None)
     async with aiohttp.ClientSession(server.url, connector=connector, timeout=timeout) as session:
         objects = [
-            (rt, obj) for rt in (MODEL, NAMESPACE, DEVICE_CLASS) for obj in await _list(session, rt)
+            (rt, obj)
+            for rt in (MODEL, NAMESPACE, DEVICE_CLASS)
+            for obj in await list_items(session, rt)
         ]
         prototypes: dict[tuple[str, str], Prototype] = {}
         todo: asyncio.Queue[Obj] = asyncio.Queue()

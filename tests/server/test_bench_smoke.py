@@ -6,10 +6,14 @@ tests/unit/test_bench_smoke.py.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from bench import harness
-from bench.workload import MODELS, SERVICES_WITH_PODS
+from bench import workload as bench_workload
+from bench.workload import MODELS, SERVICES_WITH_PODS, has_conditions
+from objtypes import Obj
 
 
 @pytest.mark.server  # the test API server, through the bench harness
@@ -59,3 +63,39 @@ async def test_steady_load_creates_at_the_rate_asked() -> None:
 async def test_kopf_does_the_same_job() -> None:
     result = await harness.run("kopf", MODELS, objects=20)
     assert len(result.latencies_ms) == 20
+
+
+def _written_statuses(sut: str) -> tuple[bench_workload.Workload, dict[str, Obj]]:
+    """MODELS, keeping each Model's status as the harness's watch sees it handled."""
+    seen: dict[str, Obj] = {}
+
+    def handled(obj: Obj) -> bool:
+        if not has_conditions(obj):
+            return False
+        status = dict(obj["status"])
+        status["conditions"] = [
+            {k: v for k, v in c.items() if k != "lastTransitionTime"} for c in status["conditions"]
+        ]
+        seen[obj["metadata"]["name"]] = status
+        return True
+
+    return dataclasses.replace(MODELS, name=f"Models by {sut}", handled=handled), seen
+
+
+@pytest.mark.server  # the test API server, through the bench harness
+@pytest.mark.skipif(not harness.kopf_installed(), reason="kopf (the bench extra) not installed")
+async def test_the_ceiling_and_kopf_write_the_products_status() -> None:
+    """The comparisons are of the same writes: every Model (one per GPU count the
+    workload makes) gets the same status from each system, but its time."""
+    written = {}
+    for sut in ("product-quiet", "ceiling-quiet", "kopf"):
+        workload, seen = _written_statuses(sut)
+        await harness.run(sut, workload, objects=4, workers=2)
+        assert len(seen) == 5, sut  # and the warm-up Model
+        written[sut] = seen
+    product = written.pop("product-quiet")
+    # Each writes the cacheKey of the first Model of the spec it saw (the same length).
+    for sut, seen in written.items():
+        for name, status in seen.items():
+            assert len(status["cacheKey"]) == len(product[name]["cacheKey"]), (sut, name)
+            assert {**status, "cacheKey": product[name]["cacheKey"]} == product[name], (sut, name)

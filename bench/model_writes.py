@@ -1,0 +1,109 @@
+"""What the product writes for a bench Model, for the comparators that write the same.
+
+bench.ceiling and bench/kopf_operator.py write, for each new Model, the status and the
+Events the product's Model reconciler writes for it. They are learnt from the product
+itself: its ModelReconciler runs in the comparator's process on a prototype Model (the
+DeviceClasses, Nodes and ResourceSlices as listed at start), against a client that
+records instead of sending (bench.recording), once per distinct spec but its source.
+What differs between Models of one such spec is kept as the prototype has it: the
+source's `cacheKey` (the same length). The conditions' time is made the current one.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import cast
+from urllib.parse import urlsplit
+
+import aiohttp
+
+from controller.events import EventRecorder
+from controller.kube import KubeClient
+from controller.reconcile import Request
+from controller.resources import DEVICE_CLASS, MODEL, NODE, RESOURCE_SLICE, ResourceType
+from objtypes import Obj
+from reconcilers.context import Context
+from reconcilers.model.reconciler import ModelReconciler
+from reconcilers.settings import Settings
+from reconcilers.writes.status import StatusWriter
+
+from .recording import Events, Objects, Recording, list_items
+
+NAME = "llmkube-prototype-model"
+NS = "llmkube-prototype-ns"
+UID = "6f0e2a7c-1d3b-4e5f-9a80-prototype001"
+# What the Model reconciler reads besides the Model itself.
+READ: tuple[ResourceType, ...] = (DEVICE_CLASS, NODE, RESOURCE_SLICE)
+
+
+@dataclass(frozen=True)
+class ModelWrites:
+    body: str  # the status merge patch the product sends, as it sends it
+    stamp: str  # the conditions' time in `body` when it was recorded ("" if none)
+    events: tuple[tuple[str, str, str], ...]  # type, reason, message
+
+    def body_now(self, now: str) -> str:
+        return self.body.replace(self.stamp, now) if self.stamp else self.body
+
+    def status_now(self, now: str) -> Obj:
+        status: Obj = json.loads(self.body_now(now))["status"]
+        return status
+
+
+async def server_objects(session: aiohttp.ClientSession) -> list[tuple[ResourceType, Obj]]:
+    """What the Model reconciler reads of the server, listed once."""
+    return [(rt, obj) for rt in READ for obj in await list_items(session, rt)]
+
+
+def spec_key(model: Obj) -> str:
+    """Models with the same key get the same writes, but for their cacheKey."""
+    spec = dict(model.get("spec") or {})
+    source = str(spec.pop("source", ""))
+    parts = urlsplit(source)
+    suffix = parts.path.rsplit(".", 1)[-1] if "." in parts.path else ""
+    return json.dumps([parts.scheme, suffix, spec], sort_keys=True)
+
+
+async def record(model: Obj, objects: list[tuple[ResourceType, Obj]]) -> ModelWrites:
+    """The product's status write and Events for `model` (as on the watch, no status)."""
+    proto: Obj = {
+        "apiVersion": MODEL.api_version,
+        "kind": MODEL.kind,
+        "metadata": {
+            "name": NAME,
+            "namespace": NS,
+            "uid": UID,
+            "generation": model["metadata"].get("generation", 1),
+            "resourceVersion": "1",
+        },
+        "spec": model.get("spec"),
+    }
+    client, events = Recording(), Events()
+    kube, recorder = cast(KubeClient, client), cast(EventRecorder, events)
+    cache = Objects([(MODEL, proto), *objects])
+    ctx = Context(kube, cache, recorder, StatusWriter(kube, recorder), Settings())
+    await ModelReconciler(ctx).reconcile(Request(ModelReconciler.name, NS, NAME))
+    writes = [w for w in client.writes if w.path.endswith("/status")]
+    if len(writes) != 1 or len(client.writes) != 1:
+        raise RuntimeError(f"the product wrote {client.writes} for a bench Model, not a status")
+    status = json.loads(writes[0].body)["status"]
+    stamp = ""
+    for c in status.get("conditions") or []:
+        stamp = c.get("lastTransitionTime") or stamp
+    return ModelWrites(writes[0].body, stamp, tuple(dict.fromkeys(events.events)))
+
+
+class ModelWriter:
+    """Each Model's writes, recorded once per spec_key."""
+
+    def __init__(self, objects: list[tuple[ResourceType, Obj]]) -> None:
+        self.objects = objects
+        self._known: dict[str, ModelWrites] = {}
+
+    async def writes(self, model: Obj) -> ModelWrites:
+        key = spec_key(model)
+        known = self._known.get(key)
+        if known is None:
+            known = self._known[key] = await record(model, self.objects)
+        return known
