@@ -388,10 +388,10 @@ class Manager:
             log.error("reconcile failed, not retrying", error=str(e))
             queue.forget(request)
         except Exception as e:
-            if isinstance(e, NotFound) and gone_under_reconcile(e, reconciler.primary, request):
+            if isinstance(e, NotFound) and await self._gone(e, reconciler.primary, request):
                 # Deleted while we reconciled, or the cache lags a server that no longer
                 # holds it (etcd restored): no retry can write to it, and the informer's
-                # DELETED event brings the clean-up.
+                # DELETED event (or its relist) brings the clean-up.
                 log.info("object gone during reconcile, not retrying", error=str(e))
                 queue.forget(request)
                 hot.success.inc()
@@ -421,6 +421,17 @@ class Manager:
             hot.duration.observe(time.monotonic() - started)
             hot.active -= 1
             reset_contextvars(**tokens)
+
+    async def _gone(self, error: NotFound, primary: ResourceType, request: Request) -> bool:
+        """The 404 is about the request's object (or its namespace), and a read says the
+        object is gone. The read tells a deleted object from one whose write 404s while
+        it exists (a CRD installed without the status subresource answers so too)."""
+        if not gone_under_reconcile(error, primary, request):
+            return False
+        try:
+            return await self.client.get(primary, request.namespace, request.name) is None
+        except Exception:  # the read failed too: retried as the error it ended with
+            return False
 
     async def wait_idle(self, timeout: float = 30.0, settle: float = 0.1) -> None:
         """Until the queues and the Event buffer have been empty and no worker busy for

@@ -7,6 +7,7 @@ import io
 import json
 
 import aiohttp
+import pytest
 
 from app.manifests import apply_text
 from controller import logging as log_setup
@@ -228,8 +229,9 @@ async def test_reconcile_timeouts_are_counted_and_retried(kube: KubeClient) -> N
 
 
 class _WritesMissing:
-    """A reconciler that writes the status of a Model the server does not hold: its own
-    object (as after a delete the cache has not seen yet), or another one."""
+    """A reconciler whose write answers 404: the status of its own Model, which the server
+    does not hold (as after a delete the cache has not seen yet), or of another one; or
+    a subresource the Model's CRD does not serve (the 404 names the Model, which exists)."""
 
     name = "writes-missing"
     primary = MODEL
@@ -242,8 +244,9 @@ class _WritesMissing:
         return []
 
     async def reconcile(self, request: Request) -> Result:
-        name = request.name if self.target == "own" else "other"
-        await self.kube.patch(MODEL, "default", name, {"status": {}}, subresource="status")
+        name = "other" if self.target == "other" else request.name
+        sub = "scale" if self.target == "unserved" else "status"
+        await self.kube.patch(MODEL, "default", name, {"status": {}}, subresource=sub)
         return Result()
 
 
@@ -274,11 +277,15 @@ async def test_a_404_about_the_reconciled_object_ends_the_reconcile_without_retr
     assert '"deleted" not found' in lines[0]["error"]
 
 
-async def test_a_404_about_another_object_is_retried(kube: KubeClient) -> None:
+@pytest.mark.parametrize("target", ["other", "unserved"])
+async def test_a_404_about_another_or_an_existing_object_is_retried(
+    kube: KubeClient, target: str
+) -> None:
+    await apply_text(kube, model_yaml("m", PLUGIN))
     manager = Manager(
         kube,
         ManagerConfig(http_port=None, workers=1),
-        reconcilers=lambda *_: [_WritesMissing(kube, "other")],
+        reconcilers=lambda *_: [_WritesMissing(kube, target)],
     )
     await manager.process(Request("writes-missing", "default", "m"))
     labels = {"controller": "writes-missing"}
