@@ -26,8 +26,10 @@ from reconcilers.inferenceservice.disruption import ensure_budget, protected
 from reconcilers.inferenceservice.plan import CLAIMED_ANNOTATION, Plan
 from reconcilers.inferenceservice.pods import owned_pods, pod_ready, service_pods, unschedulable
 from reconcilers.inferenceservice.rollout import (
+    RUNTIME_ANNOTATION,
     Gate,
     gate,
+    note_runtime,
     previous_condition,
     record_template,
     unheld,
@@ -43,6 +45,10 @@ from reconcilers.pod_security import restricted_namespace
 from reconcilers.sources.cache_claim import ClaimMaker
 from reconcilers.writes.apply import NotOwned, ensure, owned_by, replace_pod_if_changed
 from reconcilers.writes.conditions import Condition
+
+# Annotations that describe the pod template: kept as the live Deployment has them while
+# a template change is held.
+DESCRIBING = (CLAIMED_ANNOTATION, RUNTIME_ANNOTATION)
 
 
 @dataclass(frozen=True)
@@ -156,6 +162,7 @@ async def _deployment(
         annotations[CLAIMED_ANNOTATION] = str(plan.claimed)
     if plan.queue is not None:
         label_workload(desired, plan.queue)
+    note_runtime(desired, service.runtime)
     if service.fields.rollout.wait_for_idle:
         # Only a policy that holds changes reads the record: without one, its encoding
         # (zlib over the whole template) and its kilobytes on every write are saved.
@@ -167,7 +174,7 @@ async def _deployment(
         raise NotOwned(DEPLOYMENT, name)
     status = ctx.status.current(isvc)
     decided, wanted = await gate(
-        ctx.cache, isvc, service, desired, current, now, status, (CLAIMED_ANNOTATION,)
+        ctx.cache, isvc, service, desired, current, now, status, DESCRIBING
     )
     if wanted is None and current is not None:
         live = current  # held, and the template it runs is not known: left as it is

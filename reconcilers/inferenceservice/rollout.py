@@ -15,7 +15,8 @@ TEMPLATE_ANNOTATION, the template (and runtime) we last applied, compressed, on 
 Deployment, written while `waitForIdle` is set; it is used only while it still matches
 the Deployment's template (an edited or missing record, as when `waitForIdle` comes in
 the same change as the template's, leaves the whole Deployment as it is until the hold
-ends).
+ends; the pods are then asked in the runtime of RUNTIME_ANNOTATION, which every
+Deployment carries).
 
 Status: the condition RolloutDeferred (LLMKube's type and reasons): True while held,
 reason PodsBusy (a replica is busy) or IdleCheckFailed (a replica's answer could not be
@@ -38,6 +39,7 @@ from datetime import datetime
 
 from api import InferenceServiceSpec
 from api import conditions as c
+from api.inferenceservice import RUNTIMES
 from api.podfields import RolloutPolicy
 from controller.cache import Cache
 from controller.jsondepth import TooDeep, loads
@@ -49,6 +51,9 @@ from reconcilers.writes.conditions import Condition, find
 from runtimes.idle import BUSY, UNKNOWN, UNSUPPORTED, Reading, signal_for
 
 TEMPLATE_ANNOTATION = "inference.llmkube.dev/pod-template"
+# The runtime of the template we applied, on every Deployment: the idle signal to ask
+# the running pods with when there is no record (waitForIdle set in the same change).
+RUNTIME_ANNOTATION = "inference.llmkube.dev/runtime"
 CHECK_INTERVAL = 5.0  # LLMKube's DefaultIdleCheckInterval
 MAX_RECORD = 64 << 10  # encoded; a larger template is not recorded (annotations: 256 kB)
 MAX_TEMPLATE = 4 << 20  # decoded: a record that inflates past this is not read
@@ -270,10 +275,22 @@ def decide(
     )
 
 
+def note_runtime(desired: Obj, runtime: str) -> None:
+    """Put the runtime of desired's pod template on desired (in place)."""
+    desired["metadata"].setdefault("annotations", {})[RUNTIME_ANNOTATION] = runtime
+
+
+def running_runtime(live: Obj, record: Record | None, service: InferenceServiceSpec) -> str:
+    """The runtime the live pods run: the record's; else the one noted beside the
+    template we applied; else (neither, or a value no runtime has) the spec's."""
+    if record is not None:
+        return record.runtime
+    noted = ((live.get("metadata") or {}).get("annotations") or {}).get(RUNTIME_ANNOTATION)
+    return noted if noted in RUNTIMES else service.runtime
+
+
 def runtime_of(live: Obj, service: InferenceServiceSpec) -> str:
-    """The runtime the live pods run: the record's, else (not recorded) the spec's."""
-    record = read_record(live)
-    return record.runtime if record is not None else service.runtime
+    return running_runtime(live, read_record(live), service)
 
 
 async def gate(
@@ -300,7 +317,7 @@ async def gate(
         return Gate(False, settled(previous, policy)), desired
     if not policy.holds:
         return Gate(False, unheld(previous, policy)), desired
-    runtime = record.runtime if record is not None else service.runtime
+    runtime = running_runtime(live, record, service)
     signal = signal_for(runtime)
     if signal is None:
         message = (

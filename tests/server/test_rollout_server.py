@@ -29,7 +29,7 @@ from controller.kube import KubeClient
 from controller.resources import DEPLOYMENT, EVENT, INFERENCE_SERVICE, POD
 from devcluster.tiny_gguf import write_tiny_gguf
 from objtypes import Obj
-from reconcilers.inferenceservice.rollout import TEMPLATE_ANNOTATION
+from reconcilers.inferenceservice.rollout import RUNTIME_ANNOTATION, TEMPLATE_ANNOTATION
 from tests.support.dra_cluster import dra_cluster
 from tests.support.llama_server import build_llama_server, free_port, running_llama_server
 from tests.support.manifests import isvc_yaml, reapply
@@ -220,7 +220,9 @@ async def test_the_template_is_recorded_while_the_policy_is_set() -> None:
         await apply_text(kube, CPU_MODEL)
         await apply_text(kube, service("s", port, 1))
         (pod,) = await running_pods(kube, "s", 1)
-        assert record(await kube.get(DEPLOYMENT, "default", "s")) is None
+        dep = await kube.get(DEPLOYMENT, "default", "s")
+        assert record(dep) is None
+        assert dep is not None and dep["metadata"]["annotations"][RUNTIME_ANNOTATION] == "vllm"
 
         # The policy turned on records the template the pod runs, without a restart.
         await reapply(kube, service("s", port, 1, POLICY))

@@ -20,11 +20,14 @@ from objtypes import Obj
 from reconcilers.inferenceservice import idle
 from reconcilers.inferenceservice.rollout import (
     CHECK_INTERVAL,
+    RUNTIME_ANNOTATION,
     TEMPLATE_ANNOTATION,
     decide,
     encode_record,
+    gate,
     held,
     read_record,
+    running_runtime,
     settled,
     template_changes,
     unheld,
@@ -397,6 +400,38 @@ def test_held_keeps_the_live_template_and_what_describes_it() -> None:
     }
     assert desired["spec"]["template"] is new  # desired itself is not changed
     assert held(desired, live, None, ()) is None
+
+
+def test_the_running_runtime_is_the_records_else_the_noted_one_else_the_specs() -> None:
+    vllm = parse_inference_service({"modelRef": "m", "runtime": "vllm"})
+    live = deployment(with_defaults(TEMPLATE), encode_record("tgi", TEMPLATE))
+    live["metadata"]["annotations"][RUNTIME_ANNOTATION] = "llamacpp"
+    assert running_runtime(live, read_record(live), vllm) == "tgi"
+    assert running_runtime(live, None, vllm) == "llamacpp"
+    live["metadata"]["annotations"][RUNTIME_ANNOTATION] = "not-a-runtime"
+    assert running_runtime(live, None, vllm) == "vllm"
+    del live["metadata"]["annotations"][RUNTIME_ANNOTATION]
+    assert running_runtime(live, None, vllm) == "vllm"
+
+
+async def test_a_change_without_a_record_asks_the_pods_in_their_own_runtime() -> None:
+    """waitForIdle set in the same change as a new runtime: there is no record yet, and
+    the pods still run the runtime noted beside the template we applied."""
+    from controller.cache import Cache
+
+    spec = {"modelRef": "m", "runtime": "vllm", "rolloutPolicy": {"waitForIdle": True}}
+    service = parse_inference_service(spec)
+    live = deployment(with_defaults(TEMPLATE), None)
+    live["metadata"]["annotations"][RUNTIME_ANNOTATION] = "generic"  # it has no signal
+    new = json.loads(json.dumps(TEMPLATE))
+    new["spec"]["containers"][0]["args"] = ["--b"]
+    isvc: Obj = {"metadata": {"name": "s", "namespace": "ns", "uid": "u"}, "spec": spec}
+    decided, _ = await gate(
+        Cache(), isvc, service, {"spec": {"template": new}}, live, time.time(), {}
+    )
+    assert decided.condition is not None
+    assert decided.condition.reason == c.IDLE_CHECK_UNSUPPORTED
+    assert decided.condition.message.startswith("runtime generic has no idle signal")
 
 
 def test_a_realistic_template_fits_the_record() -> None:
