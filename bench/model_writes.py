@@ -12,6 +12,7 @@ source's `cacheKey` (the same length). The conditions' time is made the current 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import cast
 from urllib.parse import urlsplit
@@ -35,6 +36,8 @@ NS = "llmkube-prototype-ns"
 UID = "6f0e2a7c-1d3b-4e5f-9a80-prototype001"
 # What the Model reconciler reads besides the Model itself.
 READ: tuple[ResourceType, ...] = (DEVICE_CLASS, NODE, RESOURCE_SLICE)
+# A URL's file name that no check of the product refuses or names.
+_PLAIN_FILE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*")
 
 
 @dataclass(frozen=True)
@@ -57,12 +60,23 @@ async def server_objects(session: aiohttp.ClientSession) -> list[tuple[ResourceT
 
 
 def spec_key(model: Obj) -> str:
-    """Models with the same key get the same writes, but for their cacheKey."""
+    """Models with the same key get the same writes, but for their cacheKey.
+
+    An http(s) source reaches the status only through its cacheKey (and its file's
+    extension through the checks), so the rest of its URL is left out; any other source
+    (a path, a claim, a hub id) is kept whole, as its refusals name it. A Model with
+    resourceClaims reads claims in its own namespace, which the prototype does not hold:
+    not a bench Model, refused."""
     spec = dict(model.get("spec") or {})
+    if ((spec.get("hardware") or {}).get("gpu") or {}).get("resourceClaims"):
+        raise ValueError("bench.model_writes: a Model with resourceClaims is not a bench Model")
     source = str(spec.pop("source", ""))
     parts = urlsplit(source)
-    suffix = parts.path.rsplit(".", 1)[-1] if "." in parts.path else ""
-    return json.dumps([parts.scheme, suffix, spec], sort_keys=True)
+    file = parts.path.rsplit("/", 1)[-1]
+    if parts.scheme in ("http", "https") and _PLAIN_FILE.fullmatch(file):
+        source = f"{parts.scheme}:*.{file.rsplit('.', 1)[-1] if '.' in file else ''}"
+    generation = model["metadata"].get("generation", 1)
+    return json.dumps([source, generation, spec], sort_keys=True)
 
 
 async def record(model: Obj, objects: list[tuple[ResourceType, Obj]]) -> ModelWrites:

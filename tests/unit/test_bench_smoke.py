@@ -89,3 +89,21 @@ def test_both_servers_side_by_side(capsys: pytest.CaptureFixture[str]) -> None:
     ]
     pods = table_titled(out, "InferenceServices with one pod each on both servers")
     assert [row[:4] for row in pods] == [["100", "100", "30", "0.30x"]]
+
+
+def test_model_writes_share_a_prototype_only_where_the_status_is_the_same() -> None:
+    from bench.model_writes import spec_key
+    from bench.workload import model
+
+    assert spec_key(model(1)) == spec_key(model(5))  # other file, same GPU count
+    assert spec_key(model(1)) != spec_key(model(2))  # another GPU count
+    hidden = model(1)
+    hidden["spec"]["source"] = "https://models.example/.hidden.gguf"  # refused by name
+    assert spec_key(hidden) != spec_key(model(1))
+    paths = [model(1), model(1)]
+    paths[0]["spec"]["source"], paths[1]["spec"]["source"] = "/models/a.gguf", "/etc/a.gguf"
+    assert spec_key(paths[0]) != spec_key(paths[1])  # a refusal names the path
+    claims = model(1)
+    claims["spec"]["hardware"]["gpu"]["resourceClaims"] = [{"name": "gpu"}]
+    with pytest.raises(ValueError, match="resourceClaims"):
+        spec_key(claims)
