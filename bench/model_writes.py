@@ -4,9 +4,10 @@ bench.ceiling and bench/kopf_operator.py write, for each new Model, the status a
 Events the product's Model reconciler writes for it. They are learnt from the product
 itself: its ModelReconciler runs in the comparator's process on a prototype Model (the
 DeviceClasses, Nodes and ResourceSlices as listed at start), against a client that
-records instead of sending (bench.recording), once per distinct spec but its source.
-What differs between Models of one such spec is kept as the prototype has it: the
-source's `cacheKey` (the same length). The conditions' time is made the current one.
+records instead of sending (bench.recording), once per distinct spec (spec_key: an
+http(s) source counts by its scheme and file extension). What differs between Models of
+one such spec is kept as the prototype has it: the source's `cacheKey` (the same
+length). The conditions' time is made the current one.
 """
 
 from __future__ import annotations
