@@ -15,22 +15,15 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import cast
 from urllib.parse import urlsplit
 
 import aiohttp
 
-from controller.events import EventRecorder
-from controller.kube import KubeClient
-from controller.reconcile import Request
 from controller.resources import DEVICE_CLASS, MODEL, NODE, RESOURCE_SLICE, ResourceType
 from objtypes import Obj
-from reconcilers.context import Context
 from reconcilers.model.reconciler import ModelReconciler
-from reconcilers.settings import Settings
-from reconcilers.writes.status import StatusWriter
 
-from .recording import Events, Objects, Recording, list_items
+from .recording import list_items, record_reconcile
 
 NAME = "llmkube-prototype-model"
 NS = "llmkube-prototype-ns"
@@ -94,19 +87,10 @@ async def record(model: Obj, objects: list[tuple[ResourceType, Obj]]) -> ModelWr
         },
         "spec": model.get("spec"),
     }
-    client, events = Recording(), Events()
-    kube, recorder = cast(KubeClient, client), cast(EventRecorder, events)
-    cache = Objects([(MODEL, proto), *objects])
-    ctx = Context(kube, cache, recorder, StatusWriter(kube, recorder), Settings())
-    await ModelReconciler(ctx).reconcile(Request(ModelReconciler.name, NS, NAME))
-    writes = [w for w in client.writes if w.path.endswith("/status")]
-    if len(writes) != 1 or len(client.writes) != 1:
-        raise RuntimeError(f"the product wrote {client.writes} for a bench Model, not a status")
-    status = json.loads(writes[0].body)["status"]
-    stamp = ""
-    for c in status.get("conditions") or []:
-        stamp = c.get("lastTransitionTime") or stamp
-    return ModelWrites(writes[0].body, stamp, tuple(dict.fromkeys(events.events)))
+    done = await record_reconcile(ModelReconciler, NS, NAME, [(MODEL, proto), *objects])
+    if len(done.writes) != 1 or not done.writes[0].path.endswith("/status"):
+        raise RuntimeError(f"the product wrote {done.writes} for a bench Model, not a status")
+    return ModelWrites(done.writes[0].body, done.stamp, done.events)
 
 
 class ModelWriter:

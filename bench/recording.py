@@ -1,23 +1,28 @@
 """The product's reconcilers run in a bench process to learn what the product writes:
 a cache holding what it is given, a client that records each write instead of sending
-it, and a recorder that keeps each Event. bench.services_ceiling and bench.model_writes
-use them on a prototype object, once per distinct spec."""
+it, and a recorder that keeps each Event (record_reconcile). bench.services_ceiling and
+bench.model_writes use them on a prototype object, once per distinct spec."""
 
 from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import aiohttp
 
 from controller.cache import Cache
-from controller.kube import MERGE_PATCH
+from controller.events import EventRecorder
+from controller.kube import MERGE_PATCH, KubeClient
+from controller.reconcile import Reconciler, Request
 from controller.resources import ResourceType, object_key
 from controller.transport import dumps
 from objtypes import Obj
+from reconcilers.context import Context
+from reconcilers.settings import Settings
+from reconcilers.writes.status import StatusWriter
 
 
 @dataclass(frozen=True)
@@ -109,3 +114,34 @@ async def list_items(session: aiohttp.ClientSession, rt: ResourceType) -> list[O
         r.raise_for_status()
         items: list[Obj] = (await r.json()).get("items") or []
     return items
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What one reconcile of a prototype wrote."""
+
+    writes: tuple[Write, ...]
+    events: tuple[tuple[str, str, str], ...]  # type, reason, message (each once)
+    stamp: str  # the conditions' time in its status writes ("" if none)
+
+
+async def record_reconcile(
+    make: Callable[[Context], Reconciler],
+    namespace: str,
+    name: str,
+    objects: Iterable[tuple[ResourceType, Obj]],
+) -> Recorded:
+    """Reconcile namespace/name with the reconciler `make` builds, over a cache holding
+    `objects`, recording instead of writing."""
+    client, events = Recording(), Events()
+    kube, recorder = cast(KubeClient, client), cast(EventRecorder, events)
+    ctx = Context(kube, Objects(objects), recorder, StatusWriter(kube, recorder), Settings())
+    reconciler = make(ctx)
+    await reconciler.reconcile(Request(reconciler.name, namespace, name))
+    stamp = ""
+    for w in client.writes:
+        if w.path.endswith("/status"):
+            for c in json.loads(w.body)["status"].get("conditions") or []:
+                stamp = c.get("lastTransitionTime") or stamp
+    # The same Event twice is written once (the recorder folds it into one, counted 2).
+    return Recorded(tuple(client.writes), tuple(dict.fromkeys(events.events)), stamp)

@@ -22,15 +22,10 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from dataclasses import dataclass
-from typing import cast
 
 import aiohttp
 
 from controller.clock import now as utc_now
-from controller.events import EventRecorder
-from controller.kube import KubeClient
-from controller.reconcile import Request
 from controller.resources import (
     DEVICE_CLASS,
     INFERENCE_SERVICE,
@@ -39,13 +34,10 @@ from controller.resources import (
     ResourceType,
 )
 from objtypes import Obj
-from reconcilers.context import Context
 from reconcilers.inferenceservice.reconciler import InferenceServiceReconciler
-from reconcilers.settings import Settings
-from reconcilers.writes.status import StatusWriter
 
 from .ceiling import Busy, Connection, event_body, feed
-from .recording import Events, Objects, Recording, Write, list_items
+from .recording import Recorded, list_items, record_reconcile
 
 # The prototype's name, namespace and uid: tokens that appear nowhere else in a write.
 NAME = "llmkube-prototype-svc"
@@ -53,14 +45,7 @@ NS = "llmkube-prototype-ns"
 UID = "0d1c7e5a-9b2f-4c3e-8a61-prototype000"
 
 
-@dataclass(frozen=True)
-class Prototype:
-    writes: tuple[Write, ...]
-    events: tuple[tuple[str, str, str], ...]  # type, reason, message (with the tokens)
-    stamp: str  # the conditions' time when it was recorded ("" if none)
-
-
-async def prototype(service: Obj, objects: list[tuple[ResourceType, Obj]]) -> Prototype:
+async def prototype(service: Obj, objects: list[tuple[ResourceType, Obj]]) -> Recorded:
     """What the product writes for `service` (as it is on the watch, without status),
     given the Models, Namespaces and DeviceClasses the server holds."""
     ns = service["metadata"]["namespace"]
@@ -85,19 +70,7 @@ async def prototype(service: Obj, objects: list[tuple[ResourceType, Obj]]) -> Pr
         elif rt != DEVICE_CLASS:
             continue
         held.append((rt, obj))
-    client, events = Recording(), Events()
-    kube, recorder = cast(KubeClient, client), cast(EventRecorder, events)
-    ctx = Context(kube, Objects(held), recorder, StatusWriter(kube, recorder), Settings())
-    await InferenceServiceReconciler(ctx).reconcile(
-        Request(InferenceServiceReconciler.name, NS, NAME)
-    )
-    stamp = ""
-    for w in client.writes:
-        if w.path.endswith("/status"):
-            for c in json.loads(w.body)["status"].get("conditions") or []:
-                stamp = c.get("lastTransitionTime") or stamp
-    # The same Event twice is written once (the recorder folds it into one, counted 2).
-    return Prototype(tuple(client.writes), tuple(dict.fromkeys(events.events)), stamp)
+    return await record_reconcile(InferenceServiceReconciler, NS, NAME, held)
 
 
 def _fill(text: str, name: str, ns: str, uid: str, stamp: str, now: str) -> str:
@@ -122,7 +95,7 @@ async def run(
             for rt in (MODEL, NAMESPACE, DEVICE_CLASS)
             for obj in await list_items(session, rt)
         ]
-        prototypes: dict[tuple[str, str], Prototype] = {}
+        prototypes: dict[tuple[str, str], Recorded] = {}
         todo: asyncio.Queue[Obj] = asyncio.Queue()
         to_post: asyncio.Queue[tuple[Obj, tuple[str, str, str]]] = asyncio.Queue()
 
