@@ -21,8 +21,6 @@ import kopf
 from bench.ceiling import connection
 from bench.model_writes import ModelWriter, server_objects
 
-WRITER: list[ModelWriter] = []  # set at startup
-
 
 @kopf.on.login()
 def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
@@ -32,10 +30,10 @@ def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
 
 
 @kopf.on.startup()
-async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
     settings.posting.enabled = False
     settings.watching.server_timeout = 3600
-    WRITER[:] = [await model_writer()]
+    memo.writer = await model_writer()  # each handler gets a shallow copy of this memo
 
 
 async def model_writer() -> ModelWriter:
@@ -47,9 +45,12 @@ async def model_writer() -> ModelWriter:
 
 
 @kopf.on.event("inference.llmkube.dev", "v1alpha1", "models")
-async def model_seen(type: str, body: kopf.Body, patch: kopf.Patch, **_: Any) -> None:
+async def model_seen(
+    type: str, body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, **_: Any
+) -> None:
     if type == "DELETED" or body.get("status", {}).get("conditions"):
         return
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    writes = await WRITER[0].writes(dict(body))
+    writer: ModelWriter = memo.writer
+    writes = await writer.writes(dict(body))
     patch.status.update(writes.status_now(now))
